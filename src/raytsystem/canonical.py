@@ -1,0 +1,66 @@
+"""Canonical JSON and the digests built on it: a contract, not a convenience.
+
+Every ID and every hash in raytsystem is a digest over `canonical_json(value)`. Changing this
+function changes every ID and hash ever recorded, so it is frozen:
+
+- objects have their keys sorted by code point; separators are `,` and `:` with no spaces;
+- the output is UTF-8 with no escaping of non-ASCII characters (`ensure_ascii=False`);
+- every string (keys too) is normalized to Unicode NFC before encoding;
+- allowed values: dict with str keys, list/tuple (encoded as arrays), str, int, bool, None;
+- floats are refused (their text form is not stable across languages), and so is anything else.
+
+Raw blobs and object IDs use BLAKE3; excerpt hashes use SHA-256 so that any client can check a
+citation with its standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from typing import Any
+
+import blake3
+
+__all__ = ["blake3_hex", "canonical_json", "digest", "sha256_hex"]
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"canonical JSON keys must be str, got {type(key).__name__}")
+            nkey = unicodedata.normalize("NFC", key)
+            if nkey in out:
+                raise ValueError(f"canonical JSON keys collide after NFC: {key!r}")
+            out[nkey] = _canon(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [_canon(item) for item in value]
+    raise TypeError(f"canonical JSON does not allow {type(value).__name__}")
+
+
+def canonical_json(value: Any) -> bytes:
+    """Encode `value` in the canonical form described in the module docstring."""
+    return json.dumps(
+        _canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8")
+
+
+def blake3_hex(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def sha256_hex(text: str) -> str:
+    """SHA-256 of the UTF-8 encoding of `text`: the excerpt hash clients re-check."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def digest(value: Any, *, length: int = 32) -> str:
+    """BLAKE3 over the canonical JSON of `value`, as `length` bytes of lowercase hex."""
+    return blake3.blake3(canonical_json(value)).hexdigest(length=length)

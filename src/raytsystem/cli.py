@@ -1,0 +1,413 @@
+"""The `raytsystem` command line: parse arguments, call one library function, print, exit.
+
+Only this module reads the environment, prints or exits. Every failure a user can cause is a
+`RaytError` and becomes one line on stderr (`error[code]: message`), or with `--json` the
+envelope `{"error": {"code": ..., "message": ...}}` on stdout, and its documented exit status.
+Heavy modules are imported inside the commands that need them, so `query` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from . import __version__
+from .errors import RaytError, UsageError
+
+if TYPE_CHECKING:
+    from .storage.blobs import DiskBlobStore
+    from .storage.db import Ledger
+    from .workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class App:
+    workspace_arg: Path | None
+    database_url: str | None
+    cwd: Path = field(default_factory=Path.cwd)
+    _ws: Workspace | None = None
+    _ledger: Ledger | None = None
+
+    @property
+    def ws(self) -> Workspace:
+        if self._ws is None:
+            from .workspace import Workspace
+
+            self._ws = (
+                Workspace.open(self.workspace_arg)
+                if self.workspace_arg
+                else Workspace.find(self.cwd)
+            )
+        return self._ws
+
+    def ledger(self, *, create: bool = False) -> Ledger:
+        if self._ledger is None:
+            from .storage.db import open_ledger
+
+            url = self.database_url or self.ws.default_database_url
+            if url == self.ws.default_database_url:
+                self.ws.state_dir.mkdir(exist_ok=True)
+            self._ledger = open_ledger(url, create=create)
+        return self._ledger
+
+    @property
+    def blobs(self) -> DiskBlobStore:
+        from .storage.blobs import DiskBlobStore
+
+        return DiskBlobStore(self.ws.raw_dir)
+
+
+def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False))
+    else:
+        human(data)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--workspace",
+    "-w",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="RAYTSYSTEM_WORKSPACE",
+    help="Workspace folder (default: the nearest folder with a raytsystem.toml).",
+)
+@click.option(
+    "--database-url",
+    envvar="RAYTSYSTEM_DATABASE_URL",
+    help="Ledger database URL (default: sqlite:///<workspace>/.raytsystem/ledger.sqlite3).",
+)
+@click.version_option(__version__, prog_name="raytsystem")
+@click.pass_context
+def cli(ctx: click.Context, workspace: Path | None, database_url: str | None) -> None:
+    """raytsystem: a local-first knowledge base whose answers are proven by exact source bytes."""
+    ctx.obj = App(workspace, database_url)
+
+
+@cli.command()
+@click.argument("folder", required=False, type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@click.pass_obj
+def init(app: App, folder: Path | None, as_json: bool) -> None:
+    """Make FOLDER (default: the current folder) a workspace; safe to run again."""
+    from .workspace import init_workspace
+
+    target = folder or app.workspace_arg or app.cwd
+    target.mkdir(parents=True, exist_ok=True)
+    ws, created = init_workspace(target)
+    app._ws = ws
+    app.ledger(create=True)
+    result = {"workspace": str(ws.root), "created": created}
+
+    def human(r: dict[str, Any]) -> None:
+        click.echo(f"workspace {r['workspace']}")
+        for item in r["created"] or ["(nothing to create: already a workspace)"]:
+            click.echo(f"  + {item}" if r["created"] else f"  {item}")
+        click.echo("next: add Markdown under knowledge/ or docs/, then `raytsystem ingest`")
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1)
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), help="Worker processes (default: cores).")
+@click.option("--lock-timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for another writer.")
+@json_option
+@click.pass_obj
+def ingest(app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool) -> None:
+    """Ingest the workspace (or only PATHS) and make a new generation if anything changed."""
+    from .pipeline.ingest import ingest as run
+    from .progress import progress_for
+
+    ws = app.ws
+    scope = [ws.rel_from_cli(p, app.cwd) for p in paths]
+    with progress_for("ingest", enabled=not as_json) as progress:
+        report = run(ws, app.ledger(create=True), [s for s in scope], jobs=jobs, lock_timeout=lock_timeout, progress=progress)
+
+    def human(r: dict[str, Any]) -> None:
+        c = r["counts"]
+        gen = r["generation"]
+        if r["created"]:
+            click.echo(f"generation {gen['number']} {gen['hash'][:16]} created")
+        elif gen:
+            click.echo(f"no change: generation {gen['number']} {gen['hash'][:16]} stays current")
+        else:
+            click.echo("no change: nothing to ingest yet")
+        click.echo(
+            f"  scanned {c['scanned']} files: {c['unchanged']} unchanged, {c['new_revisions']} new "
+            f"revisions ({c['new_sources']} new sources), {c['removed_sources']} removed"
+        )
+        click.echo(f"  claims +{c['claims_added']} -{c['claims_removed']}  ({r['seconds']:.2f}s)")
+        for f in r["findings"]:
+            click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
+
+    emit(report.to_json(), as_json, human)
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def status(app: App, as_json: bool) -> None:
+    """Show the workspace, the current generation and the last ingest."""
+    from .pipeline.inspect import status as run
+    from .storage.db import _redact
+
+    ledger = app.ledger(create=True)
+    with ledger.reading() as conn:
+        result = {"workspace": str(app.ws.root), "database": _redact(ledger.url), **run(conn)}
+
+    def human(r: dict[str, Any]) -> None:
+        click.echo(f"workspace  {r['workspace']}")
+        click.echo(f"database   {r['database']}")
+        g = r["generation"]
+        if g:
+            click.echo(
+                f"generation {g['number']} {g['hash'][:16]} ({g['created_at']}): "
+                f"{g['active_sources']} sources, {g['active_claims']} claims"
+            )
+        else:
+            click.echo("generation none yet: run `raytsystem ingest`")
+        c = r["ledger_counts"]
+        click.echo(
+            f"ledger     {c['sources']} sources, {c['revisions']} revisions, "
+            f"{c['normalizations']} normalizations, {c['claims']} claims"
+        )
+        li = r["last_ingest"]
+        if li:
+            click.echo(
+                f"last ingest {li['finished_at']}: "
+                f"{'new generation' if li['created_generation'] else 'no change'}, {li['findings']} findings"
+            )
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.argument("path")
+@json_option
+@click.pass_obj
+def history(app: App, path: str, as_json: bool) -> None:
+    """List the revisions of the source at PATH and the generations each was active in."""
+    from .pipeline.inspect import history as run
+
+    rel = app.ws.rel_from_cli(path, app.cwd) if not path.startswith(("knowledge/", "ops/", "docs/")) or not (app.cwd / path).exists() else app.ws.rel_from_cli(path, app.cwd)
+    with app.ledger().reading() as conn:
+        result = run(conn, rel)
+
+    def human(r: dict[str, Any]) -> None:
+        s = r["source"]
+        click.echo(f"{s['path']}  {s['id']}")
+        for rev in r["revisions"]:
+            spans = ", ".join(
+                f"{x['from']}–{x['to'] - 1}" if x["to"] else f"{x['from']}–now" for x in rev["active_in_generations"]
+            ) or "never active"
+            mark = "*" if rev["id"] == r["current_revision"] else " "
+            click.echo(f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}")
+        if r["removed_in_generation"]:
+            click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.argument("object_id")
+@json_option
+@click.pass_obj
+def show(app: App, object_id: str, as_json: bool) -> None:
+    """Show any object (source, revision, normalization, segment, claim, evidence, generation) as JSON."""
+    from .pipeline.inspect import show as run
+
+    with app.ledger().reading() as conn:
+        result = run(conn, app.blobs, object_id)
+    click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def generations(app: App, as_json: bool) -> None:
+    """List the generations, oldest first; the current one is marked."""
+    from .pipeline.inspect import list_generations
+
+    with app.ledger().reading() as conn:
+        result = list_generations(conn)
+
+    def human(rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            click.echo("no generations yet: run `raytsystem ingest`")
+        for g in rows:
+            mark = "*" if g["current"] else " "
+            s = g["summary"]
+            click.echo(
+                f"{mark} {g['number']:>4}  {g['hash'][:16]}  {g['created_at']}  {g['sources']} sources  "
+                f"{g['claims']} claims  (+{s.get('claims_added', 0)} -{s.get('claims_removed', 0)})"
+            )
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.argument("from_generation")
+@click.argument("to_generation")
+@json_option
+@click.pass_obj
+def diff(app: App, from_generation: str, to_generation: str, as_json: bool) -> None:
+    """Claims added, removed and changed in status between two generations (number or hash)."""
+    from .pipeline.inspect import diff as run
+
+    with app.ledger().reading() as conn:
+        result = run(conn, from_generation, to_generation)
+
+    def human(r: dict[str, Any]) -> None:
+        click.echo(f"generation {r['from']['number']} -> {r['to']['number']}")
+        for c in r["added"]:
+            click.echo(f"+ {c['id']}  {c['source_path']}: {c['statement']}")
+        for c in r["removed"]:
+            click.echo(f"- {c['id']}  {c['source_path']}: {c['statement']}")
+        for c in r["status_changed"]:
+            click.echo(f"~ {c['id']}  {c['from_status']} -> {c['to_status']}: {c['statement']}")
+        if r["evidence_changed"]:
+            click.echo(f"  ({len(r['evidence_changed'])} claims kept with new evidence)")
+        if not (r["added"] or r["removed"] or r["status_changed"]):
+            click.echo("no claim added, removed or changed in status")
+
+    emit(result, as_json, human)
+
+
+def _reader(app: App) -> Any:
+    from .storage.sql import open_reader
+
+    url = app.database_url or app.ws.default_database_url
+    return open_reader(url)
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--limit", "-n", type=int, default=5, show_default=True, help="Most claims to cite (1-50).")
+@click.option("--generation", "-g", help="Answer from this generation (number or hash) while its index exists.")
+@click.option("--expect-generation", help="Fail closed unless the current generation has this hash.")
+@json_option
+@click.pass_obj
+def query(
+    app: App, text: str, limit: int, generation: str | None, expect_generation: str | None, as_json: bool
+) -> None:
+    """Answer TEXT from verified, confirmed claims with exact citations, or report a gap."""
+    from .pipeline.query import query as run
+
+    reader = _reader(app)
+    try:
+        result = run(
+            reader, app.blobs, app.ws.index_dir, text, limit=limit,
+            generation=generation, expect_generation=expect_generation,
+        )
+    finally:
+        reader.close()
+
+    def human(r: dict[str, Any]) -> None:
+        g = r["generation"]
+        if r["status"] == "gap":
+            click.echo(f"gap: no confirmed claim answers this (generation {g['number']} {g['hash'][:16]})")
+            return
+        click.echo(r["answer"])
+        click.echo()
+        for c in r["citations"]:
+            for e in c["evidence"]:
+                where = f"{e['source_path']}:{e['lines']['start']}"
+                if e["lines"]["end"] != e["lines"]["start"]:
+                    where += f"-{e['lines']['end']}"
+                click.echo(f"[{c['id']}] {where}  ({c['claim']['authority']}, {e['role']})  sha256 {e['cited_excerpt_sha256'][:16]}")
+        click.echo(f"verified against generation {g['number']} {g['hash'][:16]}")
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--limit", "-n", type=int, default=10, show_default=True, help="Most hits (1-50).")
+@click.option("--claims", is_flag=True, help="Search confirmed claims instead of segments.")
+@click.option("--generation", "-g", help="Search this generation (number or hash).")
+@json_option
+@click.pass_obj
+def search(app: App, text: str, limit: int, claims: bool, generation: str | None, as_json: bool) -> None:
+    """Browse the blocks (or claims) that contain TEXT's words; not a verified answer."""
+    from .pipeline.search import search as run
+
+    reader = _reader(app)
+    try:
+        result = run(
+            reader, app.ws.index_dir, text, limit=limit,
+            kind="claim" if claims else "segment", generation=generation,
+        )
+    finally:
+        reader.close()
+
+    def human(r: dict[str, Any]) -> None:
+        if not r["hits"]:
+            click.echo("no match")
+        for h in r["hits"]:
+            where = h["source_path"]
+            if h.get("lines"):
+                where += f":{h['lines']['start']}"
+            heading = " > ".join(h["heading_path"])
+            click.echo(f"{where}  [{h['kind']}]  {heading}")
+            body = " ".join(h["text"].split())
+            click.echo(f"    {body[:200]}{'…' if len(body) > 200 else ''}")
+
+    emit(result, as_json, human)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(args)
+    try:
+        cli.main(args=args, prog_name="raytsystem", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail(RaytError("interrupted", code="interrupted"), as_json, 130)
+    except click.ClickException as exc:
+        _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
+    except RaytError as exc:
+        _fail(exc, as_json, exc.exit_status)
+    except KeyboardInterrupt:
+        _fail(RaytError("interrupted", code="interrupted"), as_json, 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if os.environ.get("RAYTSYSTEM_DEBUG"):
+            raise
+        _fail(
+            RaytError(
+                f"internal error ({type(exc).__name__}: {exc}); rerun with RAYTSYSTEM_DEBUG=1 "
+                "for the traceback and report it",
+                code="internal_error",
+            ),
+            as_json,
+            1,
+        )
+    sys.exit(0)
+
+
+def _fail(exc: RaytError, as_json: bool, status: int) -> None:
+    if as_json:
+        click.echo(json.dumps(exc.to_json(), ensure_ascii=False, sort_keys=True))
+    else:
+        click.echo(f"error[{exc.code}]: {exc.message}", err=True)
+    sys.exit(status)

@@ -1,0 +1,116 @@
+"""The one error hierarchy of raytsystem.
+
+Every error a user can cause or meet is a `RaytError` subclass with a stable `code` (a short
+snake_case string that never changes once released) and an `exit_status`. The CLI maps them to
+one line of text, or to `{"error": {"code": ..., "message": ...}}` with `--json`. Subclasses are
+named for what the caller can do about them, not for where they were raised; structured fields
+carry the data (expected and actual hashes, paths) so callers need not parse messages.
+
+Exit statuses (documented in the README):
+  0 ok · 1 internal error · 2 usage · 3 integrity (fail closed) · 4 not found
+  5 workspace/config · 6 database · 7 locked · 130 interrupted
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class RaytError(Exception):
+    """Base class: a user-facing failure with a stable code and exit status."""
+
+    code: ClassVar[str] = "error"
+    exit_status: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code  # type: ignore[misc]  # instance-level refinement of the class code
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = {k: v for k, v in sorted(self.details.items())}
+        return {"error": body}
+
+
+class UsageError(RaytError):
+    """The request itself is malformed (bad option, query too long, bad ID syntax)."""
+
+    code = "usage_error"
+    exit_status = 2
+
+
+class IntegrityError(RaytError):
+    """A hash in the evidence chain does not match: the operation fails closed."""
+
+    code = "integrity_error"
+    exit_status = 3
+
+
+class ChecksumMismatch(IntegrityError):
+    """Bytes on disk no longer hash to their address."""
+
+    code = "blob_corrupt"
+
+    def __init__(self, address: str, expected: str, got: str, *, code: str | None = None) -> None:
+        super().__init__(
+            f"blob {address} is corrupt: expected {expected}, got {got}",
+            code=code,
+            address=address,
+            expected=expected,
+            got=got,
+        )
+        self.expected = expected
+        self.got = got
+
+
+class BlobMissing(IntegrityError):
+    code = "blob_missing"
+
+    def __init__(self, address: str) -> None:
+        super().__init__(f"blob {address} is missing from the raw store", address=address)
+
+
+class NotFound(RaytError):
+    code = "not_found"
+    exit_status = 4
+
+
+class WorkspaceError(RaytError):
+    """The workspace, its configuration or a path inside it cannot be used."""
+
+    code = "workspace_error"
+    exit_status = 5
+
+
+class PathRefused(WorkspaceError):
+    code = "path_refused"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"path {path!r} refused: {reason}", path=path, reason=reason)
+        self.path = path
+        self.reason = reason
+
+
+class DatabaseError(RaytError):
+    code = "database_error"
+    exit_status = 6
+
+
+class SchemaTooNew(DatabaseError):
+    code = "schema_too_new"
+
+
+class Locked(RaytError):
+    """Another writer holds the workspace lock."""
+
+    code = "locked"
+    exit_status = 7
+
+
+class Interrupted(RaytError):
+    code = "interrupted"
+    exit_status = 130

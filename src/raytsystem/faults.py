@@ -1,0 +1,26 @@
+"""Crash points for tests: prove that a kill at any step leaves the previous generation current.
+
+Tests set `RAYTSYSTEM_CRASH_AT=<point>` on a CLI subprocess; when the pipeline reaches that
+point the process sends itself SIGKILL, which no cleanup code can intercept, exactly like a
+power cut or an OOM kill. `RAYTSYSTEM_PAUSE_AT=<point>:<seconds>` sleeps instead, so a test can
+change the workspace while a command is in flight. With neither variable set, `point` is a
+dictionary lookup and nothing else. This is the one place outside the CLI that reads the
+environment: it is read once, at import.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Final
+
+_CRASH: Final = os.environ.get("RAYTSYSTEM_CRASH_AT", "")
+_PAUSE_POINT, _, _PAUSE_SECONDS = os.environ.get("RAYTSYSTEM_PAUSE_AT", "").partition(":")
+
+
+def point(name: str) -> None:
+    if name == _CRASH:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if name == _PAUSE_POINT:
+        time.sleep(float(_PAUSE_SECONDS or "1"))

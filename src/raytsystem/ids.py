@@ -1,0 +1,81 @@
+"""Typed object IDs: a prefix that names the kind, then a digest of the canonical identity.
+
+`src_` + 32 hex digits is a Source, `clm_` a Claim, and so on. The digest is BLAKE3-128 over
+the canonical JSON (see `canonical.py`) of the fields listed in `IDENTITY`, so the same input
+always gives the same ID on every machine. 128 bits keep IDs short enough to paste while making
+accidental collisions practically impossible; integrity hashes (claim hash, generation hash)
+use the full 256 bits.
+
+An ID is validated (`parse_id`) before it is used anywhere it could become a path or SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from .canonical import digest
+from .errors import UsageError
+
+ID_HEX: Final = 32
+HASH_HEX: Final = 64
+
+# kind -> prefix. The prefix is part of the contract: changing it changes every ID.
+PREFIXES: Final[dict[str, str]] = {
+    "source": "src",
+    "revision": "rev",
+    "normalization": "nrm",
+    "segment": "seg",
+    "claim": "clm",
+    "evidence": "evd",
+    "entity": "ent",
+    "relation": "rel",
+    "review": "rvw",
+}
+KINDS_BY_PREFIX: Final[dict[str, str]] = {v: k for k, v in PREFIXES.items()}
+
+# The identity fields of each kind (documented in ops/decisions/0003-ids-and-canonical-json.md).
+IDENTITY: Final[dict[str, tuple[str, ...]]] = {
+    "source": ("path",),
+    "revision": ("source", "blob"),
+    "normalization": ("revision", "adapter", "adapter_version", "config"),
+    "segment": ("normalization", "ordinal", "start", "end", "sha256"),
+    "claim": ("source", "authority", "statement", "occurrence"),
+    "evidence": ("claim", "segment", "start", "end", "sha256", "role"),
+    "entity": ("name",),
+    "relation": ("kind", "subject", "object"),
+    "review": ("generation", "findings"),
+}
+
+_ID_RE: Final = re.compile(r"^(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})$")
+_HASH_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+
+
+def make_id(kind: str, **identity: Any) -> str:
+    """Derive the ID of an object of `kind` from exactly its identity fields."""
+    expected = IDENTITY[kind]
+    if tuple(sorted(identity)) != tuple(sorted(expected)):
+        raise TypeError(f"{kind} identity needs {expected}, got {tuple(identity)}")
+    return f"{PREFIXES[kind]}_{digest({'kind': kind, **identity}, length=ID_HEX // 2)}"
+
+
+def object_hash(kind: str, content: dict[str, Any]) -> str:
+    """Full 256-bit hash of an object's canonical content (claims, generations, manifests)."""
+    return digest({"kind": kind, **content}, length=HASH_HEX // 2)
+
+
+def kind_of(object_id: str) -> str | None:
+    m = _ID_RE.match(object_id)
+    return KINDS_BY_PREFIX.get(m.group("prefix")) if m else None
+
+
+def parse_id(text: str) -> tuple[str, str]:
+    """Return (kind, id) for a well-formed ID, or raise a UsageError."""
+    kind = kind_of(text)
+    if kind is None:
+        raise UsageError(f"not a raytsystem ID: {text!r}", code="invalid_id")
+    return kind, text
+
+
+def is_hash(text: str) -> bool:
+    return bool(_HASH_RE.match(text))

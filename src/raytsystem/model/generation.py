@@ -1,0 +1,63 @@
+"""Generations: which objects are active, summed up in hashes that chain to the parent.
+
+A generation's manifest is the sorted list of (source ID, source digest) of its active sources.
+A source digest covers the source's revision, its normalization and every active claim with its
+hash (which covers statement, authority, status and evidence IDs, and through the evidence IDs
+the segment, normalization, revision and raw blob). A one-file change therefore recomputes one
+source digest and re-hashes a list of short strings, never the corpus.
+
+    generation hash = H({"number", "parent", "manifest"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..ids import object_hash
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    claim_id: str
+    source_id: str
+    status: str
+    claim_hash: str
+    evidence_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceState:
+    source_id: str
+    path: str
+    revision_id: str
+    normalization_id: str | None
+    digest: str
+    claims: tuple[ClaimState, ...]
+
+
+def source_digest(
+    source_id: str,
+    revision_id: str,
+    normalization_id: str | None,
+    claims: Sequence[ClaimState],
+) -> str:
+    return object_hash(
+        "source_state",
+        {
+            "source": source_id,
+            "revision": revision_id,
+            "normalization": normalization_id,
+            "claims": sorted([c.claim_id, c.claim_hash] for c in claims),
+        },
+    )
+
+
+def manifest_digest(digests: Mapping[str, str]) -> str:
+    return object_hash("manifest", {"sources": sorted([k, v] for k, v in digests.items())})
+
+
+def generation_hash(number: int, parent_hash: str | None, manifest: str) -> str:
+    return object_hash(
+        "generation", {"number": number, "parent": parent_hash, "manifest": manifest}
+    )

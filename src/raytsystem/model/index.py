@@ -1,0 +1,281 @@
+"""One SQLite FTS5 index file per generation.
+
+The index is a derived, local, deletable file (`.raytsystem/indexes/<number>-<hash16>.sqlite3`)
+built from the ledger. It records the generation hash it was built for and a digest of its rows
+(a digest of per-source digests, so a delta never re-reads the whole index), and QUERY refuses
+an index whose recorded generation is not the one it answers from.
+
+Two FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed claims
+QUERY answers from; `segments_fts` has every segment, for browsing with `search`. `docs` holds
+what a hit needs to be displayed and then checked against the ledger.
+
+A new generation's index is the parent's file copied and patched with the changed sources'
+rows, so its cost follows the change; `build` without a parent writes everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..canonical import digest
+from ..errors import IntegrityError, NotFound
+
+FORMAT: Final = "1"
+_TOKENIZE: Final = "unicode61 remove_diacritics 0"
+
+SCHEMA: Final = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE docs (
+    rowid INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    object_id TEXT NOT NULL UNIQUE,
+    object_hash TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    source_path TEXT NOT NULL,
+    heading_path TEXT NOT NULL,
+    segment_kind TEXT NOT NULL,
+    authority TEXT NOT NULL,
+    status TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX docs_source ON docs (source_id);
+CREATE TABLE source_digests (source_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
+CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
+CREATE VIRTUAL TABLE segments_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
+"""
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    kind: str  # "claim" | "segment"
+    object_id: str
+    object_hash: str
+    source_id: str
+    source_path: str
+    heading_path: str  # canonical JSON array
+    segment_kind: str
+    authority: str  # "" for segments
+    status: str  # "" for segments
+    text: str
+    terms: str
+    heading_terms: str
+    path_terms: str
+
+    def key(self) -> tuple[str, ...]:
+        return (
+            self.kind,
+            self.object_id,
+            self.object_hash,
+            self.source_path,
+            self.heading_path,
+            self.segment_kind,
+            self.authority,
+            self.status,
+            self.text,
+            self.terms,
+            self.heading_terms,
+            self.path_terms,
+        )
+
+
+def source_rows_digest(rows: Iterable[IndexRow]) -> str:
+    return digest(sorted(row.key() for row in rows), length=32)
+
+
+def rows_digest(source_digests: Mapping[str, str]) -> str:
+    return digest(sorted(source_digests.items()), length=32)
+
+
+def index_path(index_dir: Path, number: int, generation_hash: str) -> Path:
+    return index_dir / f"{number:06d}-{generation_hash[:16]}.sqlite3"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")  # the finished file is fsynced once, before publish
+    return conn
+
+
+def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
+    cursor = conn.cursor()
+    for row in rows:
+        cursor.execute(
+            "INSERT INTO docs (kind, object_id, object_hash, source_id, source_path, heading_path,"
+            " segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                row.kind,
+                row.object_id,
+                row.object_hash,
+                row.source_id,
+                row.source_path,
+                row.heading_path,
+                row.segment_kind,
+                row.authority,
+                row.status,
+                row.text,
+            ),
+        )
+        table = "claims_fts" if row.kind == "claim" else "segments_fts"
+        cursor.execute(
+            f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
+            (cursor.lastrowid, row.terms, row.heading_terms, row.path_terms),
+        )
+
+
+def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None:
+    for source_id in source_ids:
+        for table, kind in (("claims_fts", "claim"), ("segments_fts", "segment")):
+            conn.execute(
+                f"DELETE FROM {table} WHERE rowid IN "
+                "(SELECT rowid FROM docs WHERE source_id = ? AND kind = ?)",
+                (source_id, kind),
+            )
+        conn.execute("DELETE FROM docs WHERE source_id = ?", (source_id,))
+        conn.execute("DELETE FROM source_digests WHERE source_id = ?", (source_id,))
+
+
+def build(
+    path: Path,
+    *,
+    generation_hash: str,
+    generation_number: int,
+    changed: Mapping[str, list[IndexRow]],
+    removed: Iterable[str] = (),
+    parent: Path | None = None,
+    parent_hash: str | None = None,
+) -> str:
+    """Write the index of a generation to `path` atomically and return its rows digest.
+
+    With `parent`, start from a copy of the parent generation's index and replace the rows of
+    the `changed` and `removed` sources; without it, `changed` must hold every source.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        if parent is not None:
+            shutil.copyfile(parent, tmp)
+        conn = _connect(tmp)
+        try:
+            conn.execute("BEGIN")
+            if parent is not None:
+                recorded = read_meta(conn).get("generation_hash")
+                if recorded != parent_hash:
+                    raise IntegrityError(
+                        f"parent index {parent.name} records generation {recorded}, "
+                        f"not {parent_hash}",
+                        code="index_generation_mismatch",
+                    )
+                _delete_sources(conn, [*removed, *changed])
+            else:
+                conn.executescript(SCHEMA)
+                conn.execute("BEGIN")
+            digests = {}
+            for source_id, rows in changed.items():
+                _insert(conn, rows)
+                digests[source_id] = source_rows_digest(rows)
+            conn.executemany(
+                "INSERT INTO source_digests (source_id, digest) VALUES (?, ?)", digests.items()
+            )
+            all_digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
+            total = rows_digest(all_digests)
+            meta = {
+                "format": FORMAT,
+                "generation_hash": generation_hash,
+                "generation_number": str(generation_number),
+                "rows_digest": total,
+                "built_from": "parent" if parent is not None else "ledger",
+            }
+            conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items())
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return total
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    return dict(conn.execute("SELECT key, value FROM meta"))
+
+
+@contextlib.contextmanager
+def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]:
+    """Open a generation's index read-only, refusing one recorded for another generation."""
+    if not path.is_file():
+        raise NotFound(
+            f"the index of generation {generation_hash[:16]} is missing: "
+            "run `raytsystem index rebuild`",
+            code="index_missing",
+        )
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        try:
+            meta = read_meta(conn)
+        except sqlite3.DatabaseError as exc:
+            raise IntegrityError(
+                f"index {path.name} is unreadable: {exc}", code="index_corrupt"
+            ) from exc
+        if meta.get("generation_hash") != generation_hash or meta.get("format") != FORMAT:
+            raise IntegrityError(
+                f"index {path.name} records generation {meta.get('generation_hash')}, "
+                f"not {generation_hash}",
+                code="index_generation_mismatch",
+                expected=generation_hash,
+                got=meta.get("generation_hash"),
+            )
+        yield conn
+    finally:
+        conn.close()
+
+
+def check_rows(conn: sqlite3.Connection) -> list[str]:
+    """Full check of an index against its own records: per-source digests and the total."""
+    problems = []
+    meta = read_meta(conn)
+    by_source: dict[str, list[IndexRow]] = {}
+    query = """
+        SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
+               d.segment_kind, d.authority, d.status, d.text, f.terms, f.heading, f.path
+        FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
+    for table, kind in (("claims_fts", "claim"), ("segments_fts", "segment")):
+        for r in conn.execute(query.format(table=table), (kind,)):
+            by_source.setdefault(r[3], []).append(IndexRow(*r))
+    recorded = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
+    for source_id in sorted(set(by_source) | set(recorded)):
+        got = source_rows_digest(by_source.get(source_id, []))
+        if recorded.get(source_id) != got:
+            problems.append(f"rows of source {source_id} do not match their recorded digest")
+    if rows_digest(recorded) != meta.get("rows_digest"):
+        problems.append("the recorded rows digest does not match the per-source digests")
+    docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+    fts = sum(
+        conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("claims_fts", "segments_fts")
+    )
+    if docs != fts:
+        problems.append(f"{docs} documents but {fts} full-text rows")
+    return problems
+
+
+def heading_text(heading_path_json: str) -> str:
+    return " ".join(json.loads(heading_path_json))

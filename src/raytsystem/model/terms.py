@@ -1,0 +1,92 @@
+"""Text analysis for search: the same function turns indexed text and query text into terms.
+
+SQLite's `unicode61` tokenizer splits on spaces, which finds nothing inside Chinese or Japanese
+text (no spaces between words) and cannot relate Russian word forms. So raytsystem analyzes text
+itself and hands FTS5 a space-separated list of ready terms:
+
+- NFKC and case folding (full-width letters and digits become ASCII, `Ä` matches `ä`);
+- runs of letters and digits are split by script: Latin words are Snowball-stemmed as English,
+  Cyrillic words as Russian (`сжатия` and `сжатие` both become `сжат`), digits stay as they are;
+- runs of Han, Hiragana, Katakana and Hangul become overlapping character bigrams (a lone
+  character stays a unigram), the usual way to find words in unsegmented CJK text.
+
+Terms are only ever letters and digits, so a query's terms can be quoted into an FTS5 MATCH
+expression without any way to express an operator.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Final
+
+import Stemmer
+
+_RUN: Final = re.compile(r"[^\W_]+")
+# Scripts written without spaces between words.
+_CJK_CLASS: Final = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
+    "\uac00-\ud7af"  # Hangul syllables
+    "\u31f0-\u31ff\uff66-\uff9f"  # Katakana extensions, half-width
+    "\U00020000-\U0002fa1f"
+)
+_SPLIT: Final = re.compile(f"([{_CJK_CLASS}]+)")
+_CYRILLIC: Final = re.compile(r"[\u0400-\u04ff]")
+_LATIN: Final = re.compile(r"[a-z]")
+
+_ENGLISH: Final = Stemmer.Stemmer("english")
+_RUSSIAN: Final = Stemmer.Stemmer("russian")
+
+# Words too common to carry meaning in a question; they are dropped from queries only.
+STOPWORDS: Final = frozenset(
+    """a an and are as at be but by can do does for from has have how i if in into is it its
+    me my no not of on or our should so than that the their them then there these they this to
+    was we were what when where which who why will with you your
+    и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее мне
+    было вот от меня еще нет о из ему теперь когда даже ну ли если уже или ни быть был него до вас
+    нибудь опять уж вам ведь там потом себя ничего ей может они тут где есть надо ней для мы тебя
+    их чем была сам чтобы без будто чего раз тоже себе под будет ж тогда кто этот того потому
+    этого какой совсем ним здесь этом один почти мой тем чтоб нее сейчас были куда зачем всех
+    никогда можно при наконец два об другой хоть после над больше тот через эти нас про всего них
+    какая много разве три эту моя впрочем хорошо свою этой перед иногда лучше чуть том нельзя
+    такой им более всегда конечно всю между как""".split()
+)
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    if _CYRILLIC.search(word):
+        return str(_RUSSIAN.stemWord(word))
+    if _LATIN.search(word) and not word.isdigit():
+        return str(_ENGLISH.stemWord(word))
+    return word
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
+    """The search terms of `text`, in order, with repeats."""
+    out: list[str] = []
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    for run in _RUN.findall(folded):
+        for i, piece in enumerate(_SPLIT.split(run)):
+            if not piece:
+                continue
+            if i % 2:  # odd pieces are the CJK runs captured by _SPLIT
+                out.extend(_bigrams(piece))
+            elif drop_stopwords and piece in STOPWORDS:
+                continue
+            else:
+                out.append(_stem(piece))
+    return out
+
+
+def term_text(text: str) -> str:
+    """Terms joined by spaces: the form stored in the FTS5 columns."""
+    return " ".join(terms(text))

@@ -1,0 +1,187 @@
+"""The per-file half of ingest: bytes -> raw blob -> normalization -> segments -> claims.
+
+`process_file` is a pure function of the file's bytes (plus the blob writes, which are
+idempotent), so it runs in worker processes and its results are identical in any order; the
+parent sorts them by path before anything depends on order. Blobs are written here, before the
+parent writes the ledger rows that point to them.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..canonical import canonical_json
+from ..ids import make_id
+from ..model.adapters import Adapter, Normalized, adapter_for, media_type_for
+from ..model.claims import ClaimRow, EvidenceRow, SegmentRow, extract_claims, segment_rows
+from ..model.terms import term_text
+from ..model.text import Finding, NotText, decode
+from ..storage.blobs import DiskBlobStore, address_of
+
+MANUAL_PREFIX = "knowledge/manual/"
+
+
+def is_manual(path: str) -> bool:
+    return path.startswith(MANUAL_PREFIX)
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def adapter_key(adapter: Adapter) -> str:
+    return f"{adapter.label}/{adapter.config_hash}"
+
+
+def source_id_for(path: str) -> str:
+    return make_id("source", path=path)
+
+
+def revision_id_for(source_id: str, blob: str) -> str:
+    return make_id("revision", source=source_id, blob=blob)
+
+
+def normalization_id_for(revision_id: str, adapter: Adapter) -> str:
+    return make_id(
+        "normalization",
+        revision=revision_id,
+        adapter=adapter.name,
+        adapter_version=adapter.version,
+        config=adapter.config_hash,
+    )
+
+
+@dataclass(frozen=True)
+class FileTask:
+    path: str
+    disk: str
+    raw_root: str
+    max_bytes: int
+    active_blob: str | None
+    active_adapter: str | None
+
+
+@dataclass
+class FileResult:
+    path: str
+    outcome: str  # "unchanged" | "new" | "skipped" | "unreadable"
+    finding: Finding | None = None
+    blob: str = ""
+    size: int = 0
+    media_type: str = ""
+    revision_id: str = ""
+    normalization: dict[str, object] = field(default_factory=dict)
+    segments: list[SegmentRow] = field(default_factory=list)
+    claims: list[tuple[ClaimRow, EvidenceRow]] = field(default_factory=list)
+    terms: dict[str, str] = field(default_factory=dict)  # text -> analyzed terms
+    texts: dict[str, str] = field(default_factory=dict)  # normalization id -> normalized text
+    normalized: Normalized | None = None  # kept for manual notes, resolved by the parent
+    findings: list[Finding] = field(default_factory=list)
+
+
+def process_file(task: FileTask) -> FileResult:
+    path = task.path
+    try:
+        size = os.stat(task.disk).st_size
+        if size > task.max_bytes:
+            return _skip(
+                path, "file_too_large", f"{size} bytes is over the limit of {task.max_bytes}"
+            )
+        with open(task.disk, "rb") as handle:
+            data = handle.read(task.max_bytes + 1)
+    except OSError as exc:
+        return FileResult(
+            path, "unreadable", Finding("read_error", path, f"cannot read: {exc.strerror}")
+        )
+    if len(data) > task.max_bytes:
+        return _skip(path, "file_too_large", f"over the limit of {task.max_bytes} bytes")
+    blob = address_of(data)
+    media_type = media_type_for(path)
+    adapter = adapter_for(media_type)
+    if blob == task.active_blob and adapter_key(adapter) == task.active_adapter:
+        return FileResult(path, "unchanged", blob=blob, size=len(data))
+    try:
+        text = decode(data)
+    except NotText as exc:
+        return _skip(path, exc.code, exc.message)
+
+    store = DiskBlobStore(Path(task.raw_root))
+    store.put(data)
+    source_id = source_id_for(path)
+    revision_id = revision_id_for(source_id, blob)
+    normalization_id = normalization_id_for(revision_id, adapter)
+    result = FileResult(
+        path, "new", blob=blob, size=len(data), media_type=media_type, revision_id=revision_id
+    )
+    row: dict[str, object] = {
+        "id": normalization_id,
+        "revision_id": revision_id,
+        "adapter": adapter.name,
+        "adapter_version": adapter.version,
+        "config_hash": adapter.config_hash,
+        "created_at": now_iso(),
+        "meta": None,
+    }
+    try:
+        normalized = adapter.run(text)
+    except (RecursionError, MemoryError, ValueError, IndexError) as exc:
+        # A pathological input must not stop the ingest: the revision is kept, unnormalized.
+        message = f"{adapter.label} failed: {type(exc).__name__}: {exc}"[:500]
+        row.update(
+            status="failed",
+            text_blob=None,
+            text_length=None,
+            segment_count=0,
+            finding_code="normalize_failed",
+            finding_message=message,
+        )
+        result.normalization = row
+        result.findings.append(Finding("normalize_failed", path, message, "error"))
+        return result
+    text_blob = store.put(normalized.text.encode("utf-8"))
+    segments = segment_rows(normalization_id, normalized)
+    row.update(
+        status="ok",
+        text_blob=text_blob,
+        text_length=len(normalized.text),
+        segment_count=len(segments),
+        finding_code=None,
+        finding_message=None,
+    )
+    if normalized.findings:
+        row["meta"] = canonical_json(
+            {"findings": [f.to_json() for f in normalized.findings]}
+        ).decode("utf-8")
+    result.normalization = row
+    result.segments = segments
+    result.findings.extend(
+        Finding(f.code, f"{path}:{f.subject}", f.message, f.severity) for f in normalized.findings
+    )
+    result.texts[normalization_id] = normalized.text
+    if is_manual(path):
+        result.normalized = normalized
+    else:
+        result.claims = extract_claims(source_id, normalized, segments)
+    terms = result.terms
+    for seg in segments:
+        body = normalized.text[seg.start : seg.end]
+        terms.setdefault(body, term_text(body))
+        terms.setdefault(seg.heading_path, term_text(" ".join(_heading_list(seg.heading_path))))
+    for claim, _evidence in result.claims:
+        terms.setdefault(claim.statement, term_text(claim.statement))
+    terms.setdefault(path, term_text(posixpath.splitext(path)[0].replace("/", " ")))
+    return result
+
+
+def _heading_list(heading_path_json: str) -> list[str]:
+    import json
+
+    return list(json.loads(heading_path_json))
+
+
+def _skip(path: str, code: str, message: str) -> FileResult:
+    return FileResult(path, "skipped", Finding(code, path, message))

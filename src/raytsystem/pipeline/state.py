@@ -1,0 +1,182 @@
+"""Reads of generation state from the ledger, shared by the operations.
+
+"Active in generation N" means an interval row with `gen_from <= N < gen_to` (or `gen_to` NULL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, and_, or_, select
+
+from ..errors import NotFound, UsageError
+from ..model.generation import ClaimState
+from ..storage.models import Generation, Head, Normalization, Revision, Source, SourceState
+from ..storage.models import ClaimState as ClaimStateRow
+
+T = TypeVar("T")
+GENERATIONS = Generation.__table__
+CHUNK = 500
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass(frozen=True)
+class GenerationRef:
+    number: int
+    hash: str
+    parent_hash: str | None
+    manifest_digest: str
+    created_at: str
+    source_count: int
+    claim_count: int
+    summary: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "hash": self.hash}
+
+
+def _gen(row: Any) -> GenerationRef:
+    return GenerationRef(
+        number=row.number,
+        hash=row.hash,
+        parent_hash=row.parent_hash,
+        manifest_digest=row.manifest_digest,
+        created_at=row.created_at,
+        source_count=row.source_count,
+        claim_count=row.claim_count,
+        summary=json.loads(row.summary),
+    )
+
+
+def head(conn: Connection) -> GenerationRef | None:
+    row = conn.execute(
+        select(GENERATIONS)
+        .join(Head, Head.generation_hash == Generation.hash)
+        .where(Head.name == "current")
+    ).first()
+    return None if row is None else _gen(row)
+
+
+def require_head(conn: Connection) -> GenerationRef:
+    current = head(conn)
+    if current is None:
+        raise NotFound(
+            "the knowledge base has no generation yet: run `raytsystem ingest`",
+            code="no_generation",
+        )
+    return current
+
+
+def generation(conn: Connection, ref: str) -> GenerationRef:
+    """A generation by number, full hash, or a unique hash prefix of 8+ hex digits."""
+    ref = ref.strip().lower()
+    if ref.isdigit():
+        row = conn.execute(select(GENERATIONS).where(Generation.number == int(ref))).first()
+    elif len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref):
+        rows = conn.execute(
+            select(GENERATIONS).where(Generation.hash.startswith(ref, autoescape=True)).limit(2)
+        ).all()
+        if len(rows) > 1:
+            raise UsageError(f"generation prefix {ref} is ambiguous", code="ambiguous_generation")
+        row = rows[0] if rows else None
+    else:
+        raise UsageError(
+            f"not a generation: {ref!r} (give a number or 8+ hex digits of its hash)",
+            code="invalid_generation",
+        )
+    if row is None:
+        raise NotFound(f"no generation {ref}", code="generation_not_found")
+    return _gen(row)
+
+
+def generations(conn: Connection) -> list[GenerationRef]:
+    return [_gen(r) for r in conn.execute(select(GENERATIONS).order_by(Generation.number))]
+
+
+def active(table: Any, number: int) -> Any:
+    return and_(table.gen_from <= number, or_(table.gen_to.is_(None), table.gen_to > number))
+
+
+@dataclass(frozen=True)
+class ActiveSource:
+    source_id: str
+    path: str
+    revision_id: str
+    blob: str
+    media_type: str
+    normalization_id: str | None
+    adapter: str | None  # "name@version/confighash"
+    digest: str
+
+
+def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSource]:
+    """Active sources of generation `number` by path (empty before the first generation)."""
+    if number is None:
+        return {}
+    rows = conn.execute(
+        select(
+            SourceState.source_id,
+            Source.path,
+            SourceState.revision_id,
+            Revision.blob,
+            Revision.media_type,
+            SourceState.normalization_id,
+            Normalization.adapter,
+            Normalization.adapter_version,
+            Normalization.config_hash,
+            SourceState.digest,
+        )
+        .join(Source, Source.id == SourceState.source_id)
+        .join(Revision, Revision.id == SourceState.revision_id)
+        .outerjoin(Normalization, Normalization.id == SourceState.normalization_id)
+        .where(active(SourceState, number))
+    )
+    out = {}
+    for r in rows:
+        adapter = None if r.adapter is None else f"{r.adapter}@{r.adapter_version}/{r.config_hash}"
+        out[r.path] = ActiveSource(
+            r.source_id,
+            r.path,
+            r.revision_id,
+            r.blob,
+            r.media_type,
+            r.normalization_id,
+            adapter,
+            r.digest,
+        )
+    return out
+
+
+def claim_states(
+    conn: Connection, number: int, source_ids: Iterable[str]
+) -> dict[str, list[tuple[int, ClaimState]]]:
+    """Active claim states of the given sources: source ID -> [(row id, state)]."""
+    out: dict[str, list[tuple[int, ClaimState]]] = {}
+    ids = sorted(set(source_ids))
+    for part in chunks(ids):
+        rows = conn.execute(
+            select(ClaimStateRow.__table__).where(
+                ClaimStateRow.source_id.in_(part), active(ClaimStateRow, number)
+            )
+        )
+        for r in rows:
+            out.setdefault(r.source_id, []).append(
+                (
+                    r.id,
+                    ClaimState(
+                        r.claim_id,
+                        r.source_id,
+                        r.status,
+                        r.claim_hash,
+                        tuple(json.loads(r.evidence_ids)),
+                    ),
+                )
+            )
+    return out

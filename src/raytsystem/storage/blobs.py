@@ -1,0 +1,184 @@
+"""The content-addressed raw store (`_raw/`).
+
+A blob is exact bytes stored once under its BLAKE3 address:
+`_raw/blake3/<first 2 hex>/<64 hex>`. Blobs are write-once: `put` writes a temp file in the
+destination directory, fsyncs it, makes it read-only, publishes it with `os.link` (which never
+replaces an existing file), removes the temp name and fsyncs the directory. A crash leaves either
+no blob or a complete one; at worst a stray `.tmp-*` file that `verify` reports.
+
+`get` always re-hashes what it read and raises `ChecksumMismatch` when the bytes no longer match
+their address, so no caller can use altered bytes by accident. An address is checked for form
+before it becomes a path, so a crafted ID can never name a file outside the store.
+
+`DiskBlobStore` and `MemoryBlobStore` share one contract (tests/test_blobs.py runs the same
+suite against both).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final, Protocol
+
+import blake3
+
+from ..errors import BlobMissing, ChecksumMismatch, UsageError
+
+ALGORITHM: Final = "blake3"
+_ADDRESS_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK: Final = 1 << 20
+
+
+def check_address(address: str) -> str:
+    """Return `address` if it is 64 lowercase hex digits, else raise."""
+    if not isinstance(address, str) or not _ADDRESS_RE.match(address):
+        raise UsageError(f"malformed blob address: {address!r}", code="invalid_address")
+    return address
+
+
+def address_of(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+class BlobStore(Protocol):
+    def put(self, data: bytes) -> str: ...
+    def get(self, address: str) -> bytes: ...
+    def has(self, address: str) -> bool: ...
+    def rehash(self, address: str) -> str: ...
+    def addresses(self) -> Iterator[str]: ...
+
+
+class MemoryBlobStore:
+    """A blob store in a dict: the reference implementation of the contract, for tests."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        address = address_of(data)
+        self._blobs.setdefault(address, bytes(data))
+        return address
+
+    def get(self, address: str) -> bytes:
+        check_address(address)
+        try:
+            data = self._blobs[address]
+        except KeyError:
+            raise BlobMissing(address) from None
+        got = address_of(data)
+        if got != address:
+            raise ChecksumMismatch(address, address, got)
+        return data
+
+    def has(self, address: str) -> bool:
+        return check_address(address) in self._blobs
+
+    def rehash(self, address: str) -> str:
+        check_address(address)
+        if address not in self._blobs:
+            raise BlobMissing(address)
+        return address_of(self._blobs[address])
+
+    def addresses(self) -> Iterator[str]:
+        yield from sorted(self._blobs)
+
+    def corrupt(self, address: str, data: bytes) -> None:
+        """Test helper: replace a blob's bytes in place, as disk rot would."""
+        self._blobs[address] = data
+
+
+class DiskBlobStore:
+    """Blobs as read-only files under `root/blake3/<2 hex>/<64 hex>`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._base = root / ALGORITHM
+
+    def path(self, address: str) -> Path:
+        check_address(address)
+        return self._base / address[:2] / address
+
+    def put(self, data: bytes) -> str:
+        address = address_of(data)
+        final = self.path(address)
+        if final.exists():
+            return address
+        directory = final.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".tmp-{address[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb", closefd=True) as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o444)
+            # link() refuses to replace: a concurrent writer of the same bytes simply wins.
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(directory)
+        return address
+
+    def get(self, address: str) -> bytes:
+        path = self.path(address)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobMissing(address) from None
+        got = address_of(data)
+        if got != address:
+            raise ChecksumMismatch(address, address, got)
+        return data
+
+    def has(self, address: str) -> bool:
+        return self.path(address).is_file()
+
+    def rehash(self, address: str) -> str:
+        """Stream the blob through BLAKE3 and return what it hashes to now."""
+        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+        try:
+            with open(self.path(address), "rb") as handle:
+                while chunk := handle.read(_CHUNK):
+                    hasher.update(chunk)
+        except FileNotFoundError:
+            raise BlobMissing(address) from None
+        return hasher.hexdigest()
+
+    def addresses(self) -> Iterator[str]:
+        if not self._base.is_dir():
+            return
+        for shard in sorted(self._base.iterdir()):
+            if not shard.is_dir():
+                continue
+            for entry in sorted(shard.iterdir()):
+                if _ADDRESS_RE.match(entry.name):
+                    yield entry.name
+
+    def stray_files(self) -> list[Path]:
+        """Leftover temp files and names that are not addresses (reported by verify)."""
+        if not self._base.is_dir():
+            return []
+        strays = []
+        for shard in sorted(self._base.iterdir()):
+            if not shard.is_dir():
+                strays.append(shard)
+                continue
+            for entry in sorted(shard.iterdir()):
+                if not _ADDRESS_RE.match(entry.name) or entry.name[:2] != shard.name:
+                    strays.append(entry)
+        return strays
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

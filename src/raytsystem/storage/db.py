@@ -1,0 +1,160 @@
+"""Opening the ledger database: engines, pragmas, migrations and the schema-version guard.
+
+The ledger is any SQLAlchemy database: an embedded SQLite file by default
+(`.raytsystem/ledger.sqlite3`, WAL, foreign keys, a busy timeout) or PostgreSQL. Its schema is
+created and upgraded only by the Alembic migrations in `migrations/`, run from code. Alembic is
+imported only when the schema is behind, because importing it costs about a second here and
+most commands find the schema current.
+
+A database whose schema revision this code does not know was written by a newer raytsystem:
+opening it raises `SchemaTooNew` instead of running anything against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from ..errors import DatabaseError, Locked, SchemaTooNew
+from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
+
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory: packaged in the wheel, or top-level in a source checkout."""
+    here = Path(__file__).resolve()
+    for candidate in (here.parent.parent / "_migrations", here.parents[3] / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise DatabaseError("the ledger migrations are missing from this installation")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    # FULL: a generation whose head moved must survive power loss, not only a process crash.
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+@dataclass
+class Ledger:
+    """An open ledger database. `transaction()` is the one way to write."""
+
+    engine: Engine
+    url: str
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise _translate(exc) from exc
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A connection for reads; with SQLite, one consistent snapshot for its whole life."""
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    conn.exec_driver_sql("BEGIN")
+                yield conn
+                conn.rollback()
+        except OperationalError as exc:
+            raise _translate(exc) from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _translate(exc: OperationalError) -> DatabaseError | Locked:
+    message = str(exc.orig) if exc.orig is not None else str(exc)
+    if "locked" in message or "busy" in message:
+        return Locked(f"the ledger database is locked by another process: {message}")
+    return DatabaseError(f"ledger database error: {message}")
+
+
+def schema_revision(conn: Connection) -> str | None:
+    try:
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    except SQLAlchemyError:
+        conn.rollback()
+        return None
+    return None if row is None else str(row[0])
+
+
+def open_ledger(url: str, *, create: bool = True) -> Ledger:
+    """Open (and, when behind, migrate) the ledger at `url`.
+
+    `create=False` refuses to make a new schema in an empty database, for read-only commands.
+    """
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, poolclass=NullPool)
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+        with engine.connect() as conn:
+            current = schema_revision(conn)
+    except OperationalError as exc:
+        raise _translate(exc) from exc
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise DatabaseError(f"cannot open the ledger at {_redact(url)}: {exc}") from exc
+    if current is not None and current not in SCHEMA_REVISIONS:
+        engine.dispose()
+        raise SchemaTooNew(
+            f"the ledger schema is at revision {current}, newer than this raytsystem "
+            f"(which knows up to {SCHEMA_HEAD}); upgrade raytsystem, never downgrade the ledger",
+            found=current,
+            supported=SCHEMA_HEAD,
+        )
+    if current != SCHEMA_HEAD:
+        if current is None and not create:
+            engine.dispose()
+            raise DatabaseError(
+                "the ledger is empty: run `raytsystem ingest` first", code="no_ledger"
+            )
+        upgrade(engine)
+    return Ledger(engine=engine, url=url)
+
+
+def upgrade(engine: Engine) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+    except OperationalError as exc:
+        raise _translate(exc) from exc
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a database URL before it appears in a message."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable database URL>"

@@ -1,0 +1,269 @@
+"""The workspace: its layout, the path policy, and discovery of the files to ingest.
+
+Every path raytsystem stores is workspace-relative, POSIX-separated and NFC-normalized, so the
+same tree gives the same Source IDs on every machine. The policy refuses anything that could
+reach outside the workspace or into raytsystem's own state: absolute paths, `..`, symlinks whose
+target leaves the workspace, and anything under `_raw/`, `.raytsystem/` or `.git/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Final
+
+from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
+from .errors import PathRefused, WorkspaceError
+
+STATE_DIR: Final = ".raytsystem"
+RAW_DIR: Final = "_raw"
+MANUAL_DIR: Final = "knowledge/manual"
+REVIEWS_DIR: Final = "ops/reviews"
+# Top-level folders that hold raytsystem's own state or another tool's: never sources.
+_RESERVED_TOP: Final = frozenset({RAW_DIR, STATE_DIR})
+_RESERVED_ANY: Final = frozenset({".git"})
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+GITIGNORE_LINES: Final = ("/_raw/blake3/", "/.raytsystem/")
+
+RAW_README: Final = """\
+# _raw/ — the content-addressed raw store
+
+Every file raytsystem ingests is stored here once, byte for byte, under its BLAKE3 hash:
+`_raw/blake3/<first 2 hex digits>/<64 hex digits>`. Normalized texts live here too.
+
+- Blobs are write-once and read-only: nothing ever edits or replaces one.
+- `raytsystem verify` re-hashes every blob; a blob whose bytes no longer match its name makes
+  every answer that cites it fail closed.
+- The blobs are git-ignored (`/_raw/blake3/` in .gitignore); this README is not.
+"""
+
+
+def check_rel_path(path: str) -> str:
+    """Validate a workspace-relative path and return its canonical (NFC, POSIX) form."""
+    if not path or path.strip() != path:
+        raise PathRefused(path, "empty, or starts or ends with whitespace")
+    if _CONTROL.search(path):
+        raise PathRefused(path, "contains control characters")
+    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+        raise PathRefused(path, "absolute paths are not workspace-relative")
+    if "\\" in path:
+        raise PathRefused(path, "use / as the separator")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise PathRefused(path, "'..', '.' and empty components are not allowed")
+    if parts[0] in _RESERVED_TOP:
+        raise PathRefused(path, f"{parts[0]}/ holds raytsystem's own state")
+    if any(p in _RESERVED_ANY for p in parts):
+        raise PathRefused(path, ".git/ is never ingested")
+    return unicodedata.normalize("NFC", path)
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a workspace glob: `**` crosses folders, `*` and `?` stay inside one."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("^" + "".join(out) + "$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file discovery found: its canonical relative path and where it is on disk."""
+
+    path: str
+    disk: Path
+    stat: os.stat_result
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: str
+    code: str
+    message: str
+
+
+@dataclass
+class Workspace:
+    root: Path
+    config: Config = field(default_factory=Config)
+
+    @classmethod
+    def open(cls, root: Path) -> Workspace:
+        root = root.resolve()
+        return cls(root=root, config=load_config(root))
+
+    @classmethod
+    def find(cls, start: Path) -> Workspace:
+        """The nearest folder at or above `start` that holds a raytsystem.toml."""
+        start = start.resolve()
+        for folder in (start, *start.parents):
+            if (folder / CONFIG_NAME).is_file():
+                return cls.open(folder)
+        raise WorkspaceError(
+            f"no {CONFIG_NAME} in {start} or any folder above it: run `raytsystem init` there "
+            "or pass --workspace",
+            code="workspace_not_found",
+        )
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.root / RAW_DIR
+
+    @property
+    def index_dir(self) -> Path:
+        return self.state_dir / "indexes"
+
+    @property
+    def default_database_url(self) -> str:
+        return f"sqlite:///{self.state_dir / 'ledger.sqlite3'}"
+
+    @cached_property
+    def _includes(self) -> list[re.Pattern[str]]:
+        return [glob_regex(p) for p in self.config.ingest.include]
+
+    @cached_property
+    def _excludes(self) -> list[re.Pattern[str]]:
+        return [glob_regex(p) for p in self.config.ingest.exclude]
+
+    def selected(self, rel: str) -> bool:
+        return any(r.match(rel) for r in self._includes) and not any(
+            r.match(rel) for r in self._excludes
+        )
+
+    def rel_from_cli(self, arg: str, cwd: Path) -> str:
+        """Turn a path typed by a user (relative to `cwd` or absolute) into a workspace path."""
+        absolute = Path(os.path.abspath(cwd / arg))
+        try:
+            rel = absolute.relative_to(self.root)
+        except ValueError:
+            raise PathRefused(arg, f"outside the workspace {self.root}") from None
+        text = rel.as_posix()
+        return "" if text == "." else check_rel_path(text)
+
+    def discover(self, scope: Sequence[str] = ()) -> Iterator[Candidate | Refusal]:
+        """Yield the files selected by the config (within `scope`, if given), sorted by path.
+
+        Symlinks are followed only when their target stays inside the workspace.
+        """
+        real_root = self.root.resolve()
+        starts = sorted(set(scope)) or [""]
+        seen: set[str] = set()
+        for start in starts:
+            base = self.root / start if start else self.root
+            if base.is_file() or base.is_symlink() and not base.is_dir():
+                entries: Iterator[tuple[str, Path]] = iter([(start, base)])
+            else:
+                entries = self._walk(base, start)
+            for rel, disk in entries:
+                if rel in seen:
+                    continue
+                seen.add(rel)
+                item = self._candidate(rel, disk, real_root, explicit=bool(scope) and rel == start)
+                if item is not None:
+                    yield item
+
+    def _walk(self, base: Path, prefix: str) -> Iterator[tuple[str, Path]]:
+        found: list[tuple[str, Path]] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            rel_dir = "" if rel_dir == "." else rel_dir
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if d not in _RESERVED_ANY and not (rel_dir == "" and d in _RESERVED_TOP)
+            ]
+            for name in filenames:
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                found.append((rel, Path(dirpath) / name))
+        found.sort(key=lambda item: unicodedata.normalize("NFC", item[0]))
+        yield from found
+
+    def _candidate(
+        self, rel: str, disk: Path, real_root: Path, *, explicit: bool
+    ) -> Candidate | Refusal | None:
+        try:
+            canonical = check_rel_path(rel)
+        except PathRefused as exc:
+            return Refusal(rel, "path_refused", exc.reason)
+        if not self.selected(canonical):
+            if explicit:
+                return Refusal(canonical, "not_selected", "not matched by the include globs")
+            return None
+        if disk.is_symlink():
+            target = disk.resolve()
+            try:
+                inside = target.relative_to(real_root).as_posix()
+            except ValueError:
+                return Refusal(canonical, "symlink_outside", "symlink target leaves the workspace")
+            try:
+                check_rel_path(inside)
+            except PathRefused as exc:
+                return Refusal(canonical, "path_refused", f"symlink target: {exc.reason}")
+        try:
+            st = disk.stat()
+        except OSError as exc:
+            return Refusal(canonical, "read_error", f"cannot stat: {exc.strerror}")
+        if not disk.is_file():
+            return None
+        return Candidate(canonical, disk, st)
+
+
+def init_workspace(root: Path) -> tuple[Workspace, list[str]]:
+    """Create the layout in `root` (idempotent). Returns the workspace and what was created."""
+    root = root.resolve()
+    created: list[str] = []
+    if not root.is_dir():
+        raise WorkspaceError(f"{root} is not a folder", code="workspace_not_found")
+
+    def ensure_dir(rel: str) -> None:
+        path = root / rel
+        if not path.is_dir():
+            path.mkdir(parents=True)
+            created.append(rel + "/")
+
+    def ensure_file(rel: str, text: str) -> None:
+        path = root / rel
+        if not path.exists():
+            path.write_text(text, encoding="utf-8")
+            created.append(rel)
+
+    ensure_file(CONFIG_NAME, DEFAULT_CONFIG_TEXT)
+    for rel in (RAW_DIR, MANUAL_DIR, "ops/decisions", STATE_DIR):
+        ensure_dir(rel)
+    ensure_file(f"{RAW_DIR}/README.md", RAW_README)
+    gitignore = root / ".gitignore"
+    existing = gitignore.read_text(encoding="utf-8").splitlines() if gitignore.exists() else []
+    missing = [line for line in GITIGNORE_LINES if line not in existing]
+    if missing:
+        with gitignore.open("a", encoding="utf-8") as handle:
+            if existing and existing[-1] != "":
+                handle.write("\n")
+            handle.write("# raytsystem: raw blobs and local state\n")
+            handle.write("\n".join(missing) + "\n")
+        created.append(".gitignore (" + ", ".join(missing) + ")")
+    return Workspace.open(root), created
