@@ -294,12 +294,8 @@ def _boundary(text: str, start: int, end: int, ctx: _Context) -> int:
     run = text[start:end]
     cjk = not _CJK_TERMINATOR_SET.isdisjoint(run)
     if cjk:
-        # With no space after `。`, an initial quote there opens the next sentence: `。“好的。”`.
-        for offset, ch in enumerate(run):
-            if ch in _INITIAL_QUOTES:
-                end = start + offset
-                run = run[:offset]
-                break
+        run = _without_opening_quotes(run)
+        end = start + len(run)
     # Footnote marks glued to the terminator (`...in 1990.[3] Next`) belong to the sentence.
     note = _FOOTNOTE.match(text, end)
     if note is not None and not ctx.covers_char(end) and not ctx.splits(note.end()):
@@ -319,7 +315,7 @@ def _boundary(text: str, start: int, end: int, ctx: _Context) -> int:
             and _is_cjk(following)
             and not ctx.in_url(start)
         ):
-            return end
+            return start + len(_without_opening_quotes(run))
         return -1
     found = _NONSPACE.search(text, end)
     if found is None:
@@ -340,6 +336,14 @@ def _boundary(text: str, start: int, end: int, ctx: _Context) -> int:
     if run == "." and _is_abbreviation(text, start, nxt, ctx):
         return -1
     return end
+
+
+def _without_opening_quotes(run: str) -> str:
+    """With no space after `。` or `!`, an initial quote opens the next sentence: `。“好的。”`."""
+    for offset, ch in enumerate(run):
+        if ch in _INITIAL_QUOTES:
+            return run[:offset]
+    return run
 
 
 def _starts_sentence(text: str, index: int, ctx: _Context) -> bool:
