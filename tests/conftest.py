@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,7 +16,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", max_examples=60, deadline=None, derandomize=True,
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=200, deadline=None)
@@ -39,7 +43,9 @@ class Result:
 CliRunner = Callable[..., Result]
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> Result:
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> Result:
     """Run `raytsystem ARGS` as a real process (the installed console script's module)."""
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(
@@ -53,13 +59,20 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: f
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    """An initialized, empty workspace."""
-    root = tmp_path / "ws"
+@pytest.fixture(scope="session")
+def _workspace_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "ws"
     root.mkdir()
     result = run_cli("init", cwd=root)
     assert result.code == 0, result.stderr
+    return root
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, _workspace_template: Path) -> Path:
+    """An initialized, empty workspace (a copy of one `raytsystem init` made per session)."""
+    root = tmp_path / "ws"
+    shutil.copytree(_workspace_template, root, symlinks=True)
     return root
 
 

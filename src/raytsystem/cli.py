@@ -124,10 +124,18 @@ def init(app: App, folder: Path | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1)
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), help="Worker processes (default: cores).")
-@click.option("--lock-timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for another writer.")
+@click.option(
+    "--lock-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for another writer.",
+)
 @json_option
 @click.pass_obj
-def ingest(app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool) -> None:
+def ingest(
+    app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool
+) -> None:
     """Ingest the workspace (or only PATHS) and make a new generation if anything changed."""
     from .pipeline.ingest import ingest as run
     from .progress import progress_for
@@ -135,7 +143,14 @@ def ingest(app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: flo
     ws = app.ws
     scope = [ws.rel_from_cli(p, app.cwd) for p in paths]
     with progress_for("ingest", enabled=not as_json) as progress:
-        report = run(ws, app.ledger(create=True), [s for s in scope], jobs=jobs, lock_timeout=lock_timeout, progress=progress)
+        report = run(
+            ws,
+            app.ledger(create=True),
+            [s for s in scope],
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            progress=progress,
+        )
 
     def human(r: dict[str, Any]) -> None:
         c = r["counts"]
@@ -203,7 +218,11 @@ def history(app: App, path: str, as_json: bool) -> None:
     """List the revisions of the source at PATH and the generations each was active in."""
     from .pipeline.inspect import history as run
 
-    rel = app.ws.rel_from_cli(path, app.cwd) if not path.startswith(("knowledge/", "ops/", "docs/")) or not (app.cwd / path).exists() else app.ws.rel_from_cli(path, app.cwd)
+    rel = (
+        app.ws.rel_from_cli(path, app.cwd)
+        if not path.startswith(("knowledge/", "ops/", "docs/")) or not (app.cwd / path).exists()
+        else app.ws.rel_from_cli(path, app.cwd)
+    )
     with app.ledger().reading() as conn:
         result = run(conn, rel)
 
@@ -211,11 +230,17 @@ def history(app: App, path: str, as_json: bool) -> None:
         s = r["source"]
         click.echo(f"{s['path']}  {s['id']}")
         for rev in r["revisions"]:
-            spans = ", ".join(
-                f"{x['from']}–{x['to'] - 1}" if x["to"] else f"{x['from']}–now" for x in rev["active_in_generations"]
-            ) or "never active"
+            spans = (
+                ", ".join(
+                    f"{x['from']}–{x['to'] - 1}" if x["to"] else f"{x['from']}–now"
+                    for x in rev["active_in_generations"]
+                )
+                or "never active"
+            )
             mark = "*" if rev["id"] == r["current_revision"] else " "
-            click.echo(f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}")
+            click.echo(
+                f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}"
+            )
         if r["removed_in_generation"]:
             click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
 
@@ -296,13 +321,26 @@ def _reader(app: App) -> Any:
 
 @cli.command()
 @click.argument("text")
-@click.option("--limit", "-n", type=int, default=5, show_default=True, help="Most claims to cite (1-50).")
-@click.option("--generation", "-g", help="Answer from this generation (number or hash) while its index exists.")
-@click.option("--expect-generation", help="Fail closed unless the current generation has this hash.")
+@click.option(
+    "--limit", "-n", type=int, default=5, show_default=True, help="Most claims to cite (1-50)."
+)
+@click.option(
+    "--generation",
+    "-g",
+    help="Answer from this generation (number or hash) while its index exists.",
+)
+@click.option(
+    "--expect-generation", help="Fail closed unless the current generation has this hash."
+)
 @json_option
 @click.pass_obj
 def query(
-    app: App, text: str, limit: int, generation: str | None, expect_generation: str | None, as_json: bool
+    app: App,
+    text: str,
+    limit: int,
+    generation: str | None,
+    expect_generation: str | None,
+    as_json: bool,
 ) -> None:
     """Answer TEXT from verified, confirmed claims with exact citations, or report a gap."""
     from .pipeline.query import query as run
@@ -310,8 +348,13 @@ def query(
     reader = _reader(app)
     try:
         result = run(
-            reader, app.blobs, app.ws.index_dir, text, limit=limit,
-            generation=generation, expect_generation=expect_generation,
+            reader,
+            app.blobs,
+            app.ws.index_dir,
+            text,
+            limit=limit,
+            generation=generation,
+            expect_generation=expect_generation,
         )
     finally:
         reader.close()
@@ -319,7 +362,9 @@ def query(
     def human(r: dict[str, Any]) -> None:
         g = r["generation"]
         if r["status"] == "gap":
-            click.echo(f"gap: no confirmed claim answers this (generation {g['number']} {g['hash'][:16]})")
+            click.echo(
+                f"gap: no confirmed claim answers this (generation {g['number']} {g['hash'][:16]})"
+            )
             return
         click.echo(r["answer"])
         click.echo()
@@ -328,7 +373,9 @@ def query(
                 where = f"{e['source_path']}:{e['lines']['start']}"
                 if e["lines"]["end"] != e["lines"]["start"]:
                     where += f"-{e['lines']['end']}"
-                click.echo(f"[{c['id']}] {where}  ({c['claim']['authority']}, {e['role']})  sha256 {e['cited_excerpt_sha256'][:16]}")
+                click.echo(
+                    f"[{c['id']}] {where}  ({c['claim']['authority']}, {e['role']})  sha256 {e['cited_excerpt_sha256'][:16]}"
+                )
         click.echo(f"verified against generation {g['number']} {g['hash'][:16]}")
 
     emit(result, as_json, human)
@@ -341,15 +388,21 @@ def query(
 @click.option("--generation", "-g", help="Search this generation (number or hash).")
 @json_option
 @click.pass_obj
-def search(app: App, text: str, limit: int, claims: bool, generation: str | None, as_json: bool) -> None:
+def search(
+    app: App, text: str, limit: int, claims: bool, generation: str | None, as_json: bool
+) -> None:
     """Browse the blocks (or claims) that contain TEXT's words; not a verified answer."""
     from .pipeline.search import search as run
 
     reader = _reader(app)
     try:
         result = run(
-            reader, app.ws.index_dir, text, limit=limit,
-            kind="claim" if claims else "segment", generation=generation,
+            reader,
+            app.ws.index_dir,
+            text,
+            limit=limit,
+            kind="claim" if claims else "segment",
+            generation=generation,
         )
     finally:
         reader.close()

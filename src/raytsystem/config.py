@@ -9,8 +9,8 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import WorkspaceError
+from .workspace import CONFIG_NAME
 
-CONFIG_NAME: Final = "raytsystem.toml"
 DEFAULT_INCLUDE: Final = ("knowledge/**", "ops/**", "docs/**", "*.md")
 DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024

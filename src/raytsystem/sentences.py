@@ -29,7 +29,8 @@ The rules, and why:
   is one, as it should be.
 - A single `.` after a known abbreviation is not a boundary: titles (`Dr.`, `Mr.`, `Prof.`,
   `St.`...), company and name suffixes (`Inc.`, `Ltd.`, `Jr.`, `Sr.`), reference words (`Fig.`,
-  `cf.`, `vs.`, `approx.`), `No.`/`p.`/`Art.` before a number only (`I said no. Then` splits),
+  `cf.`, `vs.`, `approx.`), `No.`/`p.`/`Art.`/`Jan.` before a number only (`I said no. Then`
+  splits),
   dotted initialisms of single letters (`e.g.`, `i.e.`, `a.m.`, `p.m.`, `U.S.`, `т.е.`, `т.к.`,
   also spaced: `т. е.`), single capital initials (`J. R. R. Tolkien`, `А. С. Пушкин`), and
   Russian `см.`, `рис.`, `стр.`, `им.`, `напр.`, `ул.`, `ст.`, `п.`... Where an abbreviation is
@@ -45,7 +46,8 @@ The rules, and why:
 - A run ends a sentence only once the sentence holds a letter or digit: a leading `...` or
   `!!!` joins the sentence after it rather than becoming a claim of its own.
 - CJK full stops and marks (`。！？｡．︒﹖﹗`) end a sentence with no space after them, whatever
-  follows; closing brackets and quotes right after them (`」』）】”`) stay with the sentence.
+  follows; closing brackets and quotes right after them (`」』）】”`) stay with the sentence,
+  while an opening quote there (`。“好的。”`) starts the next one.
   A closing quote followed by the Japanese quotative particle `と`/`って` (`「行きます。」と言った`)
   does not end the sentence. A fullwidth `．` before a digit or a Latin letter is a decimal
   point or a name (`３．１４`). ASCII `!`/`?` directly followed by a CJK character also ends a
@@ -64,8 +66,9 @@ is linear in the length of the text.
 
 Known limits: a sentence that really ends with an ambiguous abbreviation or a lone capital
 (`...vitamin D. The sun...`, `...Acme Inc. The company...`) is kept with the next one; scripts
-that end sentences with no punctuation (Thai) are not split; `Yahoo!ニュース`-style brand
-names split after the `!`.
+that end sentences with no punctuation (Thai) are not split; an ASCII `.` glued to CJK text
+(`我喜欢它.它很好`) is not a boundary, since that is far more often a file name (`文件.txt`);
+`Yahoo!ニュース`-style brand names split after the `!`.
 """
 
 from __future__ import annotations
@@ -83,13 +86,12 @@ _WESTERN_TERMINATORS = ".!?…‼⁇⁈⁉؟۔।॥։።፧﹒"
 _CJK_TERMINATORS = "。！？｡．︒﹖﹗"
 _TERMINATORS = _WESTERN_TERMINATORS + _CJK_TERMINATORS
 _CJK_TERMINATOR_SET = frozenset(_CJK_TERMINATORS)
-_TERMINATOR_SET = frozenset(_TERMINATORS)
 # Only these may end a sentence right before a CJK character with no space: a `.` there is far
 # more often part of a file name or a version (`文件.txt`, `v2.版`).
 _BANG_QUESTION = frozenset("!?‼⁇⁈⁉")
 
-# Closing punctuation lives in a few blocks; scanning only those keeps import time negligible
-# while covering every Pe/Pf character that prose realistically uses.
+# Quotes and brackets live in a few blocks; scanning only those keeps import time negligible
+# while covering every one that prose realistically uses.
 _PUNCTUATION_BLOCKS = (
     (0x0000, 0x0100),
     (0x2000, 0x2070),
@@ -119,10 +121,11 @@ _CLOSERS = _punctuation("Pe", "Pf", "Pi") | frozenset("\"'＂＇")
 _SPACED_CLOSERS = _punctuation("Pe", "Pf") | frozenset("\"'＂＇")
 _INITIAL_QUOTES = _punctuation("Pi")
 _BANG_QUESTION_OR_CLOSER = _BANG_QUESTION | _CLOSERS
+# Openers, and the quotes that German and Swedish open with (`»Hallo«`, `”Hej”`).
 _OPENER_CATEGORIES = frozenset(("Ps", "Pi", "Pf"))
 _STRAIGHT_QUOTES = frozenset("\"'＂＇¿¡")
 _STARTER_CATEGORIES = frozenset(("Lu", "Lt", "Lo", "Nd", "Nl", "No", "Ps", "Pi", "Pf", "Sc"))
-_CAPITAL_CATEGORIES = frozenset(("Lu", "Lt", "Lo"))
+_CAPITAL_OR_CASELESS = frozenset(("Lu", "Lt", "Lo"))
 _DIALOGUE_DASHES = frozenset("—–")
 _CASED = frozenset(("Lu", "Ll", "Lt"))
 
@@ -146,7 +149,8 @@ _HARD_BREAK = re.compile(rf"{_LINE_BREAK}[^\S\r\n\x85\u2028\u2029]*{_LINE_BREAK}
 # Letters joined by dots, one letter each: e.g, i.e, a.m, U.S, т.е, J.R.R.
 _DOTTED_INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _ENUMERATOR = re.compile(r"\d{1,3}|[^\W\d_]|[ivx]{1,5}|[IVX]{1,5}")
-_NUMBER_TOKEN = re.compile(r"[\d\-–—]*\d[\d\-–—]*|[IVXLC]+")
+# `2020`, `1941–1945`, `1990-х`, `XX`.
+_NUMBER_TOKEN = re.compile(r"[\d\-–—]*\d[\d\-–—]*(?:[^\W\d_]{1,3})?|[IVXLC]+")
 _URL_START = re.compile(r"://|www\.")
 # A URL ends at whitespace or at CJK punctuation, which never appears unescaped inside one.
 _URL_END = re.compile(r"[\s\u3000-\u303f\uff01\uff08\uff09\uff0c\uff1a\uff1b]")
@@ -157,11 +161,17 @@ _ABBREVIATIONS = _words(
     Mr Mrs Ms Mx Messrs Dr Prof St Jr Sr Mt Sen Rep Gov Gen Col Capt Lt Sgt Rev Hon Pres
     Inc Ltd Co Corp Bros Ave Blvd Dept Univ
     Fig Figs fig figs Eq Eqs eq eqs Vol Vols vol vols Ch ch pp Pp
-    approx Approx vs Vs cf Cf viz Viz ca al
+    approx Approx vs Vs v cf Cf viz Viz ca al
     """
 )
-# Abbreviations that are only such before a number: `No. 5`, `p. 12`, but `I said no. Then...`.
-_NUMBERED_ABBREVIATIONS = _words("No Nos Nr nr Art art p Sec sec Para para Tab Ex ex")
+# Abbreviations that are only such before a number: `No. 5`, `p. 12`, `Jan. 5`, but
+# `I said no. Then...` and `It shipped in Jan. The next...`.
+_NUMBERED_ABBREVIATIONS = _words(
+    """
+    No Nos Nr nr Art art p Sec sec Para para Tab Ex ex Ref ref
+    Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec
+    """
+)
 # Russian, compared in lowercase because they are capitalised at the start of a sentence.
 _RU_ABBREVIATIONS = _words(
     """
@@ -321,9 +331,12 @@ def _boundary(text: str, start: int, end: int, ctx: _Context) -> int:
     if found is None:
         return -1
     nxt = found.start()
+    # French spacing puts a space before a closing guillemet (`Fini. » Puis`); it still closes
+    # this sentence, unless a line break shows it belongs to what follows.
     while (
         text[nxt] in _SPACED_CLOSERS
         and (nxt + 1 == len(text) or text[nxt + 1].isspace())
+        and _INLINE_SPACES.issuperset(text[end:nxt])
         and not ctx.covers_char(nxt)
     ):
         end = nxt + 1
@@ -364,7 +377,7 @@ def _starts_sentence(text: str, index: int, ctx: _Context) -> bool:
         return (
             after > index + 1
             and after < len(text)
-            and unicodedata.category(text[after]) in _CAPITAL_CATEGORIES
+            and unicodedata.category(text[after]) in _CAPITAL_OR_CASELESS
         )
     return False
 

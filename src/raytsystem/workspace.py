@@ -12,13 +12,19 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Final
 
-from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
+from typing import TYPE_CHECKING
+
 from .errors import PathRefused, WorkspaceError
+
+if TYPE_CHECKING:
+    from .config import Config
+
+CONFIG_NAME: Final = "raytsystem.toml"
 
 STATE_DIR: Final = ".raytsystem"
 RAW_DIR: Final = "_raw"
@@ -106,12 +112,18 @@ class Refusal:
 @dataclass
 class Workspace:
     root: Path
-    config: Config = field(default_factory=Config)
 
     @classmethod
     def open(cls, root: Path) -> Workspace:
-        root = root.resolve()
-        return cls(root=root, config=load_config(root))
+        return cls(root=root.resolve())
+
+    @cached_property
+    def config(self) -> Config:
+        # Loaded on first use: pydantic costs a quarter of a second to import, and the read
+        # commands (query, search, show) never need the configuration.
+        from .config import load_config
+
+        return load_config(self.root)
 
     @classmethod
     def find(cls, start: Path) -> Workspace:
@@ -251,6 +263,8 @@ def init_workspace(root: Path) -> tuple[Workspace, list[str]]:
         if not path.exists():
             path.write_text(text, encoding="utf-8")
             created.append(rel)
+
+    from .config import DEFAULT_CONFIG_TEXT
 
     ensure_file(CONFIG_NAME, DEFAULT_CONFIG_TEXT)
     for rel in (RAW_DIR, MANUAL_DIR, "ops/decisions", STATE_DIR):

@@ -20,7 +20,7 @@ from typing import Any
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..ids import make_id
-from ..model.claims import claim_hash, claim_id, evidence_id, segment_id
+from ..model.objects import claim_hash, claim_id, evidence_id, segment_id
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 
@@ -63,12 +63,16 @@ class ClaimView:
     evidence: list[EvidenceView] = field(default_factory=list)
 
 
-def _by_id(reader: Reader, table: str, columns: str, ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+def _by_id(
+    reader: Reader, table: str, columns: str, ids: Sequence[str]
+) -> dict[str, tuple[Any, ...]]:
     out: dict[str, tuple[Any, ...]] = {}
     ids = sorted(set(ids))
     for i in range(0, len(ids), 500):
         placeholders, params = expand("i", ids[i : i + 500])
-        for row in reader.rows(f"SELECT {columns} FROM {table} WHERE id IN ({placeholders})", params):
+        for row in reader.rows(
+            f"SELECT {columns} FROM {table} WHERE id IN ({placeholders})", params
+        ):
             out[row[0]] = row
     return out
 
@@ -88,25 +92,34 @@ class Checker:
                 self._texts[address] = self.blobs.get(address).decode("utf-8")
             except ChecksumMismatch as exc:
                 self._texts[address] = Problem(
-                    "normalized_text_corrupt", address,
+                    "normalized_text_corrupt",
+                    address,
                     f"normalized text blob {address} hashes to {exc.got}",
                 )
             except BlobMissing:
-                self._texts[address] = Problem("blob_missing", address, f"normalized text blob {address} is missing")
+                self._texts[address] = Problem(
+                    "blob_missing", address, f"normalized text blob {address} is missing"
+                )
         return self._texts[address]
 
     def raw(self, address: str) -> Problem | None:
         if address not in self._raw:
             try:
                 got = self.blobs.rehash(address)
-                self._raw[address] = None if got == address else Problem(
-                    "raw_blob_corrupt", address, f"raw blob {address} hashes to {got}"
+                self._raw[address] = (
+                    None
+                    if got == address
+                    else Problem("raw_blob_corrupt", address, f"raw blob {address} hashes to {got}")
                 )
             except BlobMissing:
-                self._raw[address] = Problem("blob_missing", address, f"raw blob {address} is missing")
+                self._raw[address] = Problem(
+                    "blob_missing", address, f"raw blob {address} is missing"
+                )
         return self._raw[address]
 
-    def claims(self, claim_ids: Sequence[str], number: int) -> tuple[dict[str, ClaimView], list[Problem]]:
+    def claims(
+        self, claim_ids: Sequence[str], number: int
+    ) -> tuple[dict[str, ClaimView], list[Problem]]:
         """Load and check the chains of `claim_ids` as members of generation `number`."""
         problems: list[Problem] = []
         placeholders, params = expand("c", sorted(set(claim_ids)))
@@ -119,22 +132,35 @@ class Checker:
                 {**params, "n": number},
             )
         }
-        claims = _by_id(self.reader, "claims", "id, source_id, authority, statement, occurrence", claim_ids)
+        claims = _by_id(
+            self.reader, "claims", "id, source_id, authority, statement, occurrence", claim_ids
+        )
         evidence_ids = [e for s in states.values() for e in json.loads(s[3])]
-        evidence = _by_id(self.reader, "evidence", 'id, claim_id, segment_id, "start", "end", sha256, role', evidence_ids)
+        evidence = _by_id(
+            self.reader,
+            "evidence",
+            'id, claim_id, segment_id, "start", "end", sha256, role',
+            evidence_ids,
+        )
         segments = _by_id(
-            self.reader, "segments",
+            self.reader,
+            "segments",
             'id, normalization_id, ordinal, kind, heading_path, "start", "end", line_start, line_end, sha256',
             [e[2] for e in evidence.values()],
         )
         norms = _by_id(
-            self.reader, "normalizations",
+            self.reader,
+            "normalizations",
             "id, revision_id, adapter, adapter_version, config_hash, status, text_blob",
             [s[1] for s in segments.values()],
         )
-        revisions = _by_id(self.reader, "revisions", "id, source_id, blob", [n[1] for n in norms.values()])
+        revisions = _by_id(
+            self.reader, "revisions", "id, source_id, blob", [n[1] for n in norms.values()]
+        )
         sources = _by_id(
-            self.reader, "sources", "id, path",
+            self.reader,
+            "sources",
+            "id, path",
             [r[1] for r in revisions.values()] + [c[1] for c in claims.values()],
         )
 
@@ -143,16 +169,30 @@ class Checker:
             st = states.get(cid)
             row = claims.get(cid)
             if st is None or row is None:
-                problems.append(Problem("not_a_member", cid, f"claim {cid} is not active in generation {number}"))
+                problems.append(
+                    Problem(
+                        "not_a_member", cid, f"claim {cid} is not active in generation {number}"
+                    )
+                )
                 continue
             _, status, recorded_hash, ev_json = st
             _, source_id, authority, statement, occurrence = row
             ev_ids = json.loads(ev_json)
             if claim_id(source_id, authority, statement, occurrence) != cid:
-                problems.append(Problem("ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID"))
+                problems.append(
+                    Problem(
+                        "ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID"
+                    )
+                )
                 continue
             if claim_hash(cid, statement, authority, status, ev_ids) != recorded_hash:
-                problems.append(Problem("ledger_mismatch", cid, f"claim {cid}: its hash does not match the generation"))
+                problems.append(
+                    Problem(
+                        "ledger_mismatch",
+                        cid,
+                        f"claim {cid}: its hash does not match the generation",
+                    )
+                )
                 continue
             view = ClaimView(cid, recorded_hash, status, authority, statement, source_id)
             for eid in ev_ids:
@@ -167,20 +207,30 @@ class Checker:
         return views, problems
 
     def _evidence(
-        self, cid: str, eid: str, ev: tuple[Any, ...] | None, segments: dict[str, tuple[Any, ...]],
-        norms: dict[str, tuple[Any, ...]], revisions: dict[str, tuple[Any, ...]], sources: dict[str, tuple[Any, ...]],
+        self,
+        cid: str,
+        eid: str,
+        ev: tuple[Any, ...] | None,
+        segments: dict[str, tuple[Any, ...]],
+        norms: dict[str, tuple[Any, ...]],
+        revisions: dict[str, tuple[Any, ...]],
+        sources: dict[str, tuple[Any, ...]],
     ) -> EvidenceView | Problem:
         if ev is None:
             return Problem("ledger_mismatch", eid, f"evidence {eid} of claim {cid} is missing")
         _, ev_claim, seg_id, start, end, sha, role = ev
         if ev_claim != cid or evidence_id(cid, seg_id, start, end, sha, role) != eid:
-            return Problem("ledger_mismatch", eid, f"evidence {eid}: its row no longer derives its ID")
+            return Problem(
+                "ledger_mismatch", eid, f"evidence {eid}: its row no longer derives its ID"
+            )
         seg = segments.get(seg_id)
         if seg is None:
             return Problem("ledger_mismatch", seg_id, f"segment {seg_id} is missing")
         _, nid, ordinal, _kind, heading, s_start, s_end, line_start, _line_end, s_sha = seg
         if segment_id(nid, ordinal, s_start, s_end, s_sha) != seg_id:
-            return Problem("ledger_mismatch", seg_id, f"segment {seg_id}: its row no longer derives its ID")
+            return Problem(
+                "ledger_mismatch", seg_id, f"segment {seg_id}: its row no longer derives its ID"
+            )
         if not (s_start <= start < end <= s_end):
             return Problem("ledger_mismatch", eid, f"evidence {eid} lies outside its segment")
         norm = norms.get(nid)
@@ -188,34 +238,66 @@ class Checker:
             return Problem("ledger_mismatch", nid, f"normalization {nid} is missing")
         _, rev_id, adapter, version, config_hash, nstatus, text_blob = norm
         expected_nid = make_id(
-            "normalization", revision=rev_id, adapter=adapter, adapter_version=version, config=config_hash
+            "normalization",
+            revision=rev_id,
+            adapter=adapter,
+            adapter_version=version,
+            config=config_hash,
         )
         if expected_nid != nid or nstatus != "ok" or not text_blob:
-            return Problem("ledger_mismatch", nid, f"normalization {nid}: its row no longer derives its ID")
+            return Problem(
+                "ledger_mismatch", nid, f"normalization {nid}: its row no longer derives its ID"
+            )
         rev = revisions.get(rev_id)
         if rev is None:
             return Problem("ledger_mismatch", rev_id, f"revision {rev_id} is missing")
         _, source_id, raw = rev
         if make_id("revision", source=source_id, blob=raw) != rev_id:
-            return Problem("ledger_mismatch", rev_id, f"revision {rev_id}: its row no longer derives its ID")
+            return Problem(
+                "ledger_mismatch", rev_id, f"revision {rev_id}: its row no longer derives its ID"
+            )
         src = sources.get(source_id)
         if src is None or make_id("source", path=src[1]) != source_id:
-            return Problem("ledger_mismatch", source_id, f"source {source_id}: its row no longer derives its ID")
+            return Problem(
+                "ledger_mismatch",
+                source_id,
+                f"source {source_id}: its row no longer derives its ID",
+            )
         text = self.normalized_text(text_blob)
         if isinstance(text, Problem):
             return text
         if sha256_hex(text[s_start:s_end]) != s_sha:
-            return Problem("excerpt_mismatch", seg_id, f"segment {seg_id} text does not hash to its recorded SHA-256")
+            return Problem(
+                "excerpt_mismatch",
+                seg_id,
+                f"segment {seg_id} text does not hash to its recorded SHA-256",
+            )
         excerpt = text[start:end]
         if sha256_hex(excerpt) != sha:
-            return Problem("excerpt_mismatch", eid, f"evidence {eid}: the cited excerpt does not hash to its recorded SHA-256")
+            return Problem(
+                "excerpt_mismatch",
+                eid,
+                f"evidence {eid}: the cited excerpt does not hash to its recorded SHA-256",
+            )
         raw_problem = self.raw(raw)
         if raw_problem is not None:
             return raw_problem
         first = line_start + text[s_start:start].count("\n")
         return EvidenceView(
-            id=eid, role=role, source_path=src[1], source_id=source_id, revision_id=rev_id,
-            raw_blake3=raw, normalization_id=nid, adapter=f"{adapter}@{version}", segment_id=seg_id,
-            start=start, end=end, line_start=first, line_end=first + excerpt.count("\n"),
-            excerpt=excerpt, sha256=sha, heading_path=list(json.loads(heading)),
+            id=eid,
+            role=role,
+            source_path=src[1],
+            source_id=source_id,
+            revision_id=rev_id,
+            raw_blake3=raw,
+            normalization_id=nid,
+            adapter=f"{adapter}@{version}",
+            segment_id=seg_id,
+            start=start,
+            end=end,
+            line_start=first,
+            line_end=first + excerpt.count("\n"),
+            excerpt=excerpt,
+            sha256=sha,
+            heading_path=list(json.loads(heading)),
         )

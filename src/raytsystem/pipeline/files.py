@@ -17,7 +17,8 @@ from pathlib import Path
 from ..canonical import canonical_json
 from ..ids import make_id
 from ..model.adapters import Adapter, Normalized, adapter_for, media_type_for
-from ..model.claims import ClaimRow, EvidenceRow, SegmentRow, extract_claims, segment_rows
+from ..model.claims import extract_claims, segment_rows
+from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
 from ..model.terms import term_text
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of

@@ -33,7 +33,7 @@ from .. import faults
 from ..canonical import canonical_json
 from ..errors import RaytError
 from ..model import index as index_file
-from ..model.claims import ClaimRow, EvidenceRow, claim_hash
+from ..model.objects import ClaimRow, EvidenceRow, claim_hash
 from ..model.generation import (
     ClaimState,
     SourceState,

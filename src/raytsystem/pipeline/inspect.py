@@ -34,13 +34,17 @@ def _one(conn: Connection, table: Any, object_id: str) -> dict[str, Any]:
 
 def status(conn: Connection) -> dict[str, Any]:
     current = state.head(conn)
-    last = conn.execute(
-        select(IngestRun.__table__).order_by(IngestRun.id.desc()).limit(1)
-    ).mappings().first()
+    last = (
+        conn.execute(select(IngestRun.__table__).order_by(IngestRun.id.desc()).limit(1))
+        .mappings()
+        .first()
+    )
     counts = {
         "sources": conn.execute(select(func.count()).select_from(Source)).scalar_one(),
         "revisions": conn.execute(select(func.count()).select_from(Revision)).scalar_one(),
-        "normalizations": conn.execute(select(func.count()).select_from(Normalization)).scalar_one(),
+        "normalizations": conn.execute(
+            select(func.count()).select_from(Normalization)
+        ).scalar_one(),
         "claims": conn.execute(select(func.count()).select_from(Claim)).scalar_one(),
         "generations": current.number if current else 0,
     }
@@ -71,9 +75,9 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
         raise NotFound(f"no source {path} in the ledger", code="source_not_found", path=path)
     revisions = []
     for rev in conn.execute(
-        select(Revision.__table__).where(Revision.source_id == source["id"]).order_by(
-            Revision.first_seen_at, Revision.id
-        )
+        select(Revision.__table__)
+        .where(Revision.source_id == source["id"])
+        .order_by(Revision.first_seen_at, Revision.id)
     ).mappings():
         spans = [
             {"from": f, "to": t}
@@ -93,7 +97,12 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
                 "active_in_generations": spans,
             }
         )
-    revisions.sort(key=lambda r: (r["active_in_generations"][0]["from"] if r["active_in_generations"] else 0, r["first_seen_at"]))
+    revisions.sort(
+        key=lambda r: (
+            r["active_in_generations"][0]["from"] if r["active_in_generations"] else 0,
+            r["first_seen_at"],
+        )
+    )
     current = state.head(conn)
     active_now = None
     if current:
@@ -103,7 +112,10 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
             )
         ).first()
         active_now = row[0] if row else None
-    last_to = max((s["to"] or 0 for r in revisions for s in r["active_in_generations"] if s["to"]), default=None)
+    last_to = max(
+        (s["to"] or 0 for r in revisions for s in r["active_in_generations"] if s["to"]),
+        default=None,
+    )
     return {
         "source": {"id": source["id"], "path": path, "first_seen_at": source["first_seen_at"]},
         "current_revision": active_now,
@@ -147,7 +159,12 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
                 select(Normalization.__table__).where(Normalization.revision_id == object_id)
             ).mappings()
         ]
-        return {"kind": kind, "revision": rev, "source": _one(conn, Source.__table__, rev["source_id"]), "normalizations": norms}
+        return {
+            "kind": kind,
+            "revision": rev,
+            "source": _one(conn, Source.__table__, rev["source_id"]),
+            "normalizations": norms,
+        }
     if kind == "normalization":
         norm = _one(conn, Normalization.__table__, object_id)
         rev = _one(conn, Revision.__table__, norm["revision_id"])
@@ -195,7 +212,9 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             evidence.append(
                 {
                     **ev,
-                    "cited_excerpt": _excerpt(blobs, chain["normalization"], ev["start"], ev["end"]),
+                    "cited_excerpt": _excerpt(
+                        blobs, chain["normalization"], ev["start"], ev["end"]
+                    ),
                     "chain": chain,
                 }
             )
@@ -260,7 +279,12 @@ def diff(conn: Connection, ref_a: str, ref_b: str) -> dict[str, Any]:
             .join(Source, Source.id == Claim.source_id)
             .where(Claim.id.in_(part))
         ):
-            info[cid] = {"id": cid, "statement": statement, "authority": authority, "source_path": path}
+            info[cid] = {
+                "id": cid,
+                "statement": statement,
+                "authority": authority,
+                "source_path": path,
+            }
     return {
         "from": a.to_json(),
         "to": b.to_json(),

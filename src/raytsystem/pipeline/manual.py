@@ -12,7 +12,8 @@ from sqlalchemy import Connection
 
 from ..canonical import sha256_hex
 from ..model.adapters import PROSE_KINDS
-from ..model.claims import ClaimRow, EvidenceRow, claim_hash, claim_id, evidence_id, sentences
+from ..model.claims import sentences
+from ..model.objects import ClaimRow, EvidenceRow, claim_hash, claim_id, evidence_id
 from ..model.generation import ClaimState, SourceState, source_digest
 from ..model.text import Finding
 from ..storage.blobs import BlobStore

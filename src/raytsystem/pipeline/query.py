@@ -85,7 +85,9 @@ def head(reader: Reader) -> Gen | None:
 def resolve_generation(reader: Reader, ref: str) -> Gen:
     ref = ref.strip().lower()
     if ref.isdigit():
-        rows = reader.rows("SELECT number, hash FROM generations WHERE number = :n", {"n": int(ref)})
+        rows = reader.rows(
+            "SELECT number, hash FROM generations WHERE number = :n", {"n": int(ref)}
+        )
     elif len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref):
         rows = reader.rows(
             "SELECT number, hash FROM generations WHERE hash >= :lo AND hash <= :hi ORDER BY number",
@@ -103,11 +105,16 @@ def resolve_generation(reader: Reader, ref: str) -> Gen:
     return Gen(rows[0][0], rows[0][1])
 
 
-def target_generation(reader: Reader, generation: str | None, expect: str | None) -> tuple[Gen, Gen]:
+def target_generation(
+    reader: Reader, generation: str | None, expect: str | None
+) -> tuple[Gen, Gen]:
     """(the generation to answer from, the current one), enforcing --expect-generation."""
     current = head(reader)
     if current is None:
-        raise NotFound("the knowledge base has no generation yet: run `raytsystem ingest`", code="no_generation")
+        raise NotFound(
+            "the knowledge base has no generation yet: run `raytsystem ingest`",
+            code="no_generation",
+        )
     if expect is not None:
         wanted = expect.strip().lower()
         if len(wanted) < 8 or not current.hash.startswith(wanted):
@@ -147,8 +154,16 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         statement_terms = t.split()
         present = wanted & set(statement_terms + h.split() + p.split())
         out.append(
-            Candidate(object_id, object_hash, path, authority, text, -score, len(present),
-                      " ".join(statement_terms))
+            Candidate(
+                object_id,
+                object_hash,
+                path,
+                authority,
+                text,
+                -score,
+                len(present),
+                " ".join(statement_terms),
+            )
         )
     return out
 
@@ -161,7 +176,12 @@ def rank(found: list[Candidate], n_terms: int, limit: int) -> list[Candidate]:
     need = required_matches(n_terms)
     eligible = [c for c in found if c.matched >= need]
     eligible.sort(
-        key=lambda c: (-c.matched, AUTHORITY_RANK.get(c.authority, 9), -round(c.bm25, 9), c.claim_id)
+        key=lambda c: (
+            -c.matched,
+            AUTHORITY_RANK.get(c.authority, 9),
+            -round(c.bm25, 9),
+            c.claim_id,
+        )
     )
     chosen: list[Candidate] = []
     seen: set[str] = set()
@@ -202,7 +222,10 @@ def compose(views: list[ClaimView]) -> tuple[str, list[dict[str, Any]]]:
             {
                 "id": n,
                 "answer_span": {"start": start, "end": end},
-                "answer_span_utf16": {"start": utf16_offset(answer, start), "end": utf16_offset(answer, end)},
+                "answer_span_utf16": {
+                    "start": utf16_offset(answer, start),
+                    "end": utf16_offset(answer, end),
+                },
                 "claim": {
                     "id": view.id,
                     "hash": view.hash,

@@ -45,7 +45,8 @@ def search(
         lines = {
             r[0]: (r[1], r[2])
             for r in reader.rows(
-                f"SELECT id, line_start, line_end FROM segments WHERE id IN ({placeholders})", params
+                f"SELECT id, line_start, line_end FROM segments WHERE id IN ({placeholders})",
+                params,
             )
         }
     hits = []

@@ -26,7 +26,6 @@ from ..errors import DatabaseError, Locked, SchemaTooNew
 from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
 
 
-
 def migrations_dir() -> Path:
     """The Alembic script directory: packaged in the wheel, or top-level in a source checkout."""
     here = Path(__file__).resolve()

@@ -66,7 +66,9 @@ class SqliteReader:
             row = None
         current = row[0] if row else None
         if current is None:
-            raise DatabaseError("the ledger is empty: run `raytsystem ingest` first", code="no_ledger")
+            raise DatabaseError(
+                "the ledger is empty: run `raytsystem ingest` first", code="no_ledger"
+            )
         if current not in SCHEMA_REVISIONS:
             raise SchemaTooNew(
                 f"the ledger schema is at revision {current}, newer than this raytsystem "

@@ -1,0 +1,345 @@
+"""The raw-store contract, run against both `DiskBlobStore` and `MemoryBlobStore`.
+
+One suite, two backends (the dulwich object-store pattern): whatever the memory store promises,
+the disk store must keep too. Disk-only tests cover the on-disk layout, atomic publication and
+stray temp files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import blake3
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raytsystem.errors import BlobMissing, ChecksumMismatch, IntegrityError, UsageError
+from raytsystem.storage.blobs import DiskBlobStore, MemoryBlobStore, check_address
+
+# --- filesystem access probe -------------------------------------------------------------------
+# Audit hooks cannot be removed, so one is installed for the module and only records while a
+# test holds `_watching_opens`. It proves an address is refused before the store opens anything.
+_OPENS: list[str] | None = None
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _OPENS is not None and event in ("open", "os.listdir", "os.scandir") and args:
+        _OPENS.append(str(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+@contextlib.contextmanager
+def _watching_opens() -> Iterator[list[str]]:
+    global _OPENS
+    _OPENS = []
+    try:
+        yield _OPENS
+    finally:
+        _OPENS = None
+
+
+# --- the two backends --------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """A store plus the two ways a test can go behind its back, one per backend."""
+
+    name: str
+    store: DiskBlobStore | MemoryBlobStore
+    corrupt: Callable[[str, bytes], None]  # replace a stored blob's bytes, as disk rot would
+    plant: Callable[[str, bytes], None]  # put bytes under a name without any address check
+    root: Path | None = None
+
+
+def _disk(tmp: Path) -> Backend:
+    root = tmp / "_raw"
+    store = DiskBlobStore(root)
+
+    def raw_path(address: str) -> Path:
+        return root / "blake3" / address[:2] / address
+
+    def corrupt(address: str, data: bytes) -> None:
+        path = store.path(address)
+        path.chmod(0o644)
+        path.write_bytes(data)
+
+    def plant(address: str, data: bytes) -> None:
+        path = raw_path(address)
+        if address and path.resolve().is_relative_to(tmp.resolve()):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    return Backend("disk", store, corrupt, plant, root)
+
+
+def _memory(_tmp: Path) -> Backend:
+    store = MemoryBlobStore()
+    return Backend("memory", store, store.corrupt, store.corrupt)
+
+
+BACKENDS = {"disk": _disk, "memory": _memory}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    return BACKENDS[request.param](tmp_path)
+
+
+def b3(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+ABSENT = "0" * 64
+MALFORMED = [
+    pytest.param("../x", id="dotdot"),
+    pytest.param("../../" + "a" * 58, id="dotdot-64-chars"),
+    pytest.param("A" * 64, id="uppercase-hex"),
+    pytest.param("a" * 63, id="63-chars"),
+    pytest.param("a" * 65, id="65-chars"),
+    pytest.param("ab/" + "c" * 61, id="slash"),
+    pytest.param("ab\\" + "c" * 61, id="backslash"),
+    pytest.param("", id="empty"),
+    pytest.param("g" * 64, id="not-hex"),
+    pytest.param(" " + "a" * 63, id="leading-space"),
+]
+
+
+# --- the contract ------------------------------------------------------------------------------
+
+
+def test_put_returns_blake3_hex_of_the_bytes(backend: Backend) -> None:
+    data = b"hello, raw store\n"
+    assert backend.store.put(data) == b3(data)
+    assert len(b3(data)) == 64
+
+
+def test_get_round_trips_the_exact_bytes(backend: Backend) -> None:
+    data = bytes(range(256)) * 3
+    address = backend.store.put(data)
+    assert backend.store.get(address) == data
+
+
+def test_empty_bytes_are_a_valid_blob(backend: Backend) -> None:
+    address = backend.store.put(b"")
+    assert address == b3(b"")
+    assert backend.store.get(address) == b""
+
+
+def test_put_twice_is_idempotent(backend: Backend) -> None:
+    first = backend.store.put(b"same bytes")
+    second = backend.store.put(b"same bytes")
+    assert first == second
+    assert list(backend.store.addresses()) == [first]
+    assert backend.store.get(first) == b"same bytes"
+
+
+def test_has_is_true_only_after_put(backend: Backend) -> None:
+    address = b3(b"not yet")
+    assert backend.store.has(address) is False
+    backend.store.put(b"not yet")
+    assert backend.store.has(address) is True
+    assert backend.store.has(ABSENT) is False
+
+
+def test_get_of_absent_address_raises_blob_missing(backend: Backend) -> None:
+    with pytest.raises(BlobMissing) as info:
+        backend.store.get(ABSENT)
+    assert info.value.code == "blob_missing"
+    assert info.value.details["address"] == ABSENT
+    assert isinstance(info.value, IntegrityError)
+
+
+def test_rehash_of_absent_address_raises_blob_missing(backend: Backend) -> None:
+    with pytest.raises(BlobMissing):
+        backend.store.rehash(ABSENT)
+
+
+def test_get_of_corrupted_blob_raises_checksum_mismatch_with_both_hashes(
+    backend: Backend,
+) -> None:
+    address = backend.store.put(b"original bytes")
+    backend.corrupt(address, b"rotten bytes")
+    with pytest.raises(ChecksumMismatch) as info:
+        backend.store.get(address)
+    assert info.value.expected == address
+    assert info.value.got == b3(b"rotten bytes")
+    assert info.value.code == "blob_corrupt"
+    assert info.value.exit_status == 3
+
+
+def test_rehash_reports_what_the_bytes_hash_to_now(backend: Backend) -> None:
+    address = backend.store.put(b"original bytes")
+    assert backend.store.rehash(address) == address
+    backend.corrupt(address, b"rotten bytes")
+    assert backend.store.rehash(address) == b3(b"rotten bytes")
+
+
+def test_addresses_lists_every_put_sorted(backend: Backend) -> None:
+    assert list(backend.store.addresses()) == []
+    put = {backend.store.put(f"blob {i}".encode()) for i in range(20)}
+    listed = list(backend.store.addresses())
+    assert listed == sorted(put)
+
+
+@pytest.mark.parametrize("address", MALFORMED)
+@pytest.mark.parametrize("operation", ["get", "has", "rehash"])
+def test_malformed_address_is_refused_before_any_lookup(
+    backend: Backend, address: str, operation: str
+) -> None:
+    # A decoy stored under the crafted name: if the store looked it up, it would find it.
+    backend.plant(address, b"decoy")
+    with _watching_opens() as opens, pytest.raises(UsageError) as info:
+        getattr(backend.store, operation)(address)
+    assert info.value.code == "invalid_address"
+    assert info.value.exit_status == 2
+    assert opens == []
+
+
+@pytest.mark.parametrize("address", MALFORMED)
+def test_check_address_refuses_malformed(address: str) -> None:
+    with pytest.raises(UsageError) as info:
+        check_address(address)
+    assert info.value.code == "invalid_address"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: _ADDRESS_RE is anchored with `$`, which also matches before a trailing "
+    "newline, so check_address accepts '<64 hex>\\n' (use \\Z or re.fullmatch)",
+)
+def test_check_address_refuses_trailing_newline() -> None:
+    with pytest.raises(UsageError):
+        check_address("a" * 64 + "\n")
+
+
+def test_check_address_refuses_non_strings() -> None:
+    with pytest.raises(UsageError):
+        check_address(None)  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        check_address(b"a" * 64)  # type: ignore[arg-type]
+
+
+@given(data=st.binary(max_size=4096))
+def test_property_round_trip_on_both_stores(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    tmp = tmp_path_factory.mktemp("blobs")
+    for make in BACKENDS.values():
+        store = make(tmp).store
+        address = store.put(data)
+        assert address == b3(data)
+        assert store.get(address) == data
+        assert store.rehash(address) == address
+
+
+@given(data=st.binary(max_size=4096), other=st.binary(max_size=64))
+def test_property_put_is_idempotent_on_both_stores(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, other: bytes
+) -> None:
+    tmp = tmp_path_factory.mktemp("blobs")
+    for make in BACKENDS.values():
+        store = make(tmp).store
+        first = store.put(data)
+        store.put(other)
+        assert store.put(data) == first
+        assert store.get(first) == data
+        assert list(store.addresses()) == sorted({b3(data), b3(other)})
+
+
+# --- disk only ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> DiskBlobStore:
+    return DiskBlobStore(tmp_path / "_raw")
+
+
+def _files(root: Path) -> Iterator[Path]:
+    return (p for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def test_disk_layout_is_blake3_shard_address(disk: DiskBlobStore, tmp_path: Path) -> None:
+    address = disk.put(b"layout")
+    expected = tmp_path / "_raw" / "blake3" / address[:2] / address
+    assert disk.path(address) == expected
+    assert list(_files(tmp_path / "_raw")) == [expected]
+    assert expected.read_bytes() == b"layout"
+
+
+def test_disk_blob_is_read_only(disk: DiskBlobStore) -> None:
+    address = disk.put(b"read only")
+    assert stat.S_IMODE(disk.path(address).stat().st_mode) == 0o444
+
+
+def test_disk_put_leaves_no_temp_file(disk: DiskBlobStore, tmp_path: Path) -> None:
+    for i in range(5):
+        disk.put(f"blob {i}".encode())
+    names = [p.name for p in (tmp_path / "_raw").rglob("*")]
+    assert not [n for n in names if n.startswith(".tmp-")]
+    assert disk.stray_files() == []
+
+
+def test_disk_second_put_does_not_touch_the_file(disk: DiskBlobStore) -> None:
+    address = disk.put(b"write once")
+    path = disk.path(address)
+    before = path.stat()
+    os.utime(path, ns=(before.st_atime_ns, 1_000_000_000))  # a mark a rewrite would erase
+    marked = path.stat()
+    assert disk.put(b"write once") == address
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (marked.st_ino, marked.st_mtime_ns)
+    assert stat.S_IMODE(after.st_mode) == 0o444
+    assert path.read_bytes() == b"write once"
+
+
+def test_disk_put_does_not_repair_a_corrupted_blob(disk: DiskBlobStore) -> None:
+    # Write-once means write-once: a rotten blob is reported by get/verify, never overwritten.
+    address = disk.put(b"original")
+    path = disk.path(address)
+    path.chmod(0o644)
+    path.write_bytes(b"rotten")
+    disk.put(b"original")
+    with pytest.raises(ChecksumMismatch):
+        disk.get(address)
+
+
+def test_disk_stray_files_reports_leftover_temp_file(disk: DiskBlobStore) -> None:
+    address = disk.put(b"real blob")
+    shard = disk.path(address).parent
+    leftover = shard / f".tmp-{address[:16]}-1234-deadbeef"
+    leftover.write_bytes(b"half a blob")
+    assert disk.stray_files() == [leftover]
+    # A stray is never listed as a blob.
+    assert list(disk.addresses()) == [address]
+
+
+def test_disk_stray_files_reports_blob_in_the_wrong_shard(disk: DiskBlobStore) -> None:
+    address = disk.put(b"misplaced")
+    wrong_shard = disk.root / "blake3" / ("00" if address[:2] != "00" else "11")
+    wrong_shard.mkdir()
+    misplaced = wrong_shard / address
+    misplaced.write_bytes(b"misplaced")
+    assert disk.stray_files() == [misplaced]
+
+
+def test_disk_store_on_missing_root_is_empty(tmp_path: Path) -> None:
+    store = DiskBlobStore(tmp_path / "nowhere")
+    assert list(store.addresses()) == []
+    assert store.stray_files() == []
+    assert store.has(ABSENT) is False
+
+
+def test_disk_store_is_readable_by_a_second_instance(tmp_path: Path) -> None:
+    address = DiskBlobStore(tmp_path / "_raw").put(b"persisted")
+    assert DiskBlobStore(tmp_path / "_raw").get(address) == b"persisted"

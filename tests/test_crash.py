@@ -1,0 +1,71 @@
+"""A kill at any point of an ingest leaves the previous generation current and queryable.
+
+The CLI is killed with SIGKILL at named points (see raytsystem/faults.py): nothing in the
+process can clean up, exactly like a power cut or the OOM killer.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, write
+
+POINTS = [
+    "ingest.after_normalize",
+    "ingest.after_objects",
+    "ingest.before_index",
+    "ingest.after_index",
+    "ingest.before_head",
+]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_during_ingest_keeps_the_previous_generation(workspace: Path, point: str) -> None:
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    before = run_cli("query", "limit requests", "--json", cwd=workspace).json()
+    write(workspace, "docs/a.md", "The limit is 9 requests per second.\n")
+
+    killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": point})
+    assert killed.code == -signal.SIGKILL
+
+    after = run_cli("query", "limit requests", "--json", cwd=workspace)
+    assert after.code == 0, after.stdout + after.stderr
+    body = after.json()
+    assert body["generation"] == before["generation"]
+    assert "5 requests" in body["answer"]
+    verify_gens = run_cli("generations", "--json", cwd=workspace).json()
+    assert [g["number"] for g in verify_gens] == [1]
+
+    again = run_cli("ingest", "--json", cwd=workspace)
+    assert again.code == 0 and again.json()["created"]
+    assert (
+        "9 requests" in run_cli("query", "limit requests", "--json", cwd=workspace).json()["answer"]
+    )
+
+
+def test_kill_after_commit_leaves_the_new_generation_current(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    write(workspace, "docs/a.md", "The limit is 9 requests per second.\n")
+    killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.after_commit"})
+    assert killed.code == -signal.SIGKILL
+    body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
+    assert body["generation"]["number"] == 2 and "9 requests" in body["answer"]
+    # The stat cache was not written: the next ingest re-reads and finds nothing new.
+    again = run_cli("ingest", "--json", cwd=workspace).json()
+    assert not again["created"]
+
+
+def test_kill_of_the_first_ingest_leaves_an_empty_but_usable_workspace(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_head"})
+    assert killed.code == -signal.SIGKILL
+    result = run_cli("query", "limit", "--json", cwd=workspace)
+    assert result.code == 4 and result.json()["error"]["code"] == "no_generation"
+    assert run_cli("ingest", cwd=workspace).code == 0
+    assert (
+        run_cli("query", "limit requests", "--json", cwd=workspace).json()["status"] == "answered"
+    )

@@ -1,0 +1,171 @@
+"""INGEST end to end: revisions, idempotency, deletions, generations chained by hash,
+determinism across workspaces, and the parallel path giving the serial path's results."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+from conftest import run_cli, write
+
+
+def ingest(ws: Path, *args: str) -> dict:
+    result = run_cli("ingest", *args, "--json", cwd=ws)
+    assert result.code == 0, result.stdout + result.stderr
+    return result.json()
+
+
+def test_second_ingest_of_unchanged_files_makes_nothing_new(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    write(workspace, "knowledge/b.md", "Beta is second.\n")
+    first = ingest(workspace)
+    assert first["created"] and first["counts"]["new_revisions"] == 2
+    second = ingest(workspace)
+    assert not second["created"]
+    assert second["generation"] == first["generation"]
+    assert second["counts"]["new_revisions"] == 0 and second["counts"]["unchanged"] == 2
+
+
+def test_unchanged_detection_survives_a_lost_stat_cache(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    first = ingest(workspace)
+    (workspace / ".raytsystem/statcache.sqlite3").unlink()
+    second = ingest(workspace)
+    assert not second["created"] and second["generation"] == first["generation"]
+
+
+def test_changed_file_makes_a_new_revision_of_the_same_source(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    ingest(workspace)
+    write(workspace, "docs/a.md", "Alpha is first.\n\nGamma is third.\n")
+    report = ingest(workspace)
+    assert report["created"] and report["counts"]["new_revisions"] == 1
+    assert report["counts"]["new_sources"] == 0
+    history = run_cli("history", "docs/a.md", "--json", cwd=workspace).json()
+    assert len(history["revisions"]) == 2
+    assert history["current_revision"] == history["revisions"][-1]["id"]
+    assert history["revisions"][0]["active_in_generations"] == [{"from": 1, "to": 2}]
+
+
+def test_same_content_in_a_touched_file_is_not_a_change(workspace: Path) -> None:
+    path = write(workspace, "docs/a.md", "Alpha is first.\n")
+    first = ingest(workspace)
+    path.write_text("Alpha is first.\n", encoding="utf-8")  # new mtime, same bytes
+    second = ingest(workspace)
+    assert not second["created"] and second["generation"] == first["generation"]
+
+
+def test_deleted_file_is_recorded_as_gone_and_its_revisions_kept(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    write(workspace, "docs/b.md", "Beta is second.\n")
+    ingest(workspace)
+    (workspace / "docs/a.md").unlink()
+    report = ingest(workspace)
+    assert report["created"] and report["counts"]["removed_sources"] == 1
+    history = run_cli("history", "docs/a.md", "--json", cwd=workspace).json()
+    assert history["current_revision"] is None
+    assert history["removed_in_generation"] == 2
+    assert len(history["revisions"]) == 1
+    gap = run_cli("query", "alpha first", "--json", cwd=workspace).json()
+    assert gap["status"] == "gap"
+    old = run_cli("query", "alpha first", "--generation", "1", "--json", cwd=workspace).json()
+    assert old["status"] == "answered"
+
+
+def test_ingest_of_a_scope_leaves_other_sources_alone(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    write(workspace, "knowledge/b.md", "Beta is second.\n")
+    ingest(workspace)
+    (workspace / "knowledge/b.md").unlink()
+    write(workspace, "docs/a.md", "Alpha is changed.\n")
+    report = ingest(workspace, "docs")
+    assert report["counts"]["removed_sources"] == 0  # knowledge/ was not in scope
+    assert run_cli("query", "beta second", "--json", cwd=workspace).json()["status"] == "answered"
+
+
+def test_generations_chain_by_hash(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    ingest(workspace)
+    write(workspace, "docs/a.md", "Alpha is second.\n")
+    ingest(workspace)
+    gens = run_cli("generations", "--json", cwd=workspace).json()
+    assert [g["number"] for g in gens] == [1, 2]
+    assert gens[0]["parent_hash"] is None
+    assert gens[1]["parent_hash"] == gens[0]["hash"]
+    assert gens[1]["current"] and not gens[0]["current"]
+    diff = run_cli("diff", "1", "2", "--json", cwd=workspace).json()
+    assert [c["statement"] for c in diff["added"]] == ["Alpha is second."]
+    assert [c["statement"] for c in diff["removed"]] == ["Alpha is first."]
+
+
+def _corpus(root: Path, n: int) -> None:
+    for i in range(n):
+        write(
+            root,
+            f"docs/part{i % 7}/note{i:03d}.md",
+            f"# Note {i}\n\nItem {i} weighs {i * 3} grams. It ships in box {i % 11}.\n\n"
+            f"- Colour: {'red' if i % 2 else 'blue'}.\n",
+        )
+
+
+def test_same_files_in_two_workspaces_give_the_same_generation_hash(tmp_path: Path) -> None:
+    hashes = []
+    for name in ("one", "two"):
+        root = tmp_path / name
+        root.mkdir()
+        assert run_cli("init", cwd=root).code == 0
+        _corpus(root, 12)
+        hashes.append(ingest(root)["generation"]["hash"])
+    assert hashes[0] == hashes[1]
+
+
+def test_parallel_ingest_gives_the_serial_ids_and_generation_hash(tmp_path: Path) -> None:
+    results = {}
+    for jobs in ("1", "2"):
+        root = tmp_path / f"jobs{jobs}"
+        root.mkdir()
+        assert run_cli("init", cwd=root).code == 0
+        _corpus(root, 90)  # over the parallel threshold
+        report = ingest(root, "--jobs", jobs)
+        db = sqlite3.connect(root / ".raytsystem/ledger.sqlite3")
+        ids = {
+            table: sorted(r[0] for r in db.execute(f"SELECT id FROM {table}"))
+            for table in (
+                "sources",
+                "revisions",
+                "normalizations",
+                "segments",
+                "claims",
+                "evidence",
+            )
+        }
+        db.close()
+        results[jobs] = (report["generation"]["hash"], ids)
+    assert results["1"] == results["2"]
+
+
+def test_an_index_that_was_deleted_is_rebuilt_from_the_ledger(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    ingest(workspace)
+    shutil.rmtree(workspace / ".raytsystem/indexes")
+    write(workspace, "docs/b.md", "Beta is second.\n")
+    ingest(workspace)
+    body = run_cli("query", "alpha first", "--json", cwd=workspace).json()
+    assert body["status"] == "answered"
+
+
+def test_human_output_names_the_generation_and_findings(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    (workspace / "docs/bin.md").write_bytes(b"\x00\x01binary")
+    result = run_cli("ingest", cwd=workspace)
+    assert result.code == 0
+    assert "generation 1" in result.stdout
+    assert "binary_file" in result.stdout and "docs/bin.md" in result.stdout
+    runs = (
+        sqlite3.connect(workspace / ".raytsystem/ledger.sqlite3")
+        .execute("SELECT summary FROM ingest_runs")
+        .fetchall()
+    )
+    assert json.loads(runs[-1][0])["findings"][0]["code"] == "binary_file"
