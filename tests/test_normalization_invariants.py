@@ -63,8 +63,11 @@ CORPUS_BUDGET_SECONDS = 60.0
 
 _WORD = re.compile(r"[^\W_]{2,}")
 _LETTER_OR_DIGIT = re.compile(r"[^\W_]")
-# Characters that Markdown may drop from the middle of a word (`**bo**ld`, `` `x`s ``, `\_`).
+# Markup that may vanish from the middle of a word: `**bo**ld`, `` `x`s ``, `\_`, `a<b>c`,
+# `[x](url)y`. The raw line is also compared without it, so joined words still match.
 _MARKUP = re.compile(r"[*_`~\\\[\]|]")
+_TAG = re.compile(r"<[^<>]*>")
+_DESTINATION = re.compile(r"\]\([^()]*\)")
 
 
 # --- the checker -------------------------------------------------------------------------------
@@ -76,7 +79,7 @@ def _sha256(text: str) -> str:
 
 def _raw_line_forms(line: str) -> str:
     """A raw line as it may be read: itself, without markup characters, with entities decoded."""
-    bare = _MARKUP.sub("", line)
+    bare = _MARKUP.sub("", _DESTINATION.sub("", _TAG.sub("", line)))
     return "\n".join((line, bare, html.unescape(bare)))
 
 

@@ -422,6 +422,37 @@ def search(
     emit(result, as_json, human)
 
 
+@cli.group()
+def index() -> None:
+    """Manage the per-generation search indexes (derived files under .raytsystem/indexes)."""
+
+
+@index.command("rebuild")
+@click.argument("generation", required=False)
+@json_option
+@click.pass_obj
+def index_rebuild(app: App, generation: str | None, as_json: bool) -> None:
+    """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
+    from .pipeline import state
+    from .pipeline.indexing import rebuild
+    from .storage.lock import writer_lock
+
+    ledger = app.ledger()
+    with writer_lock(app.ws.state_dir / "writer.lock", 30.0), ledger.reading() as conn:
+        gen = state.generation(conn, generation) if generation else state.require_head(conn)
+        result = rebuild(app.ws.index_dir, conn, app.blobs, gen)
+
+    def human(r: dict[str, Any]) -> None:
+        g = r["generation"]
+        click.echo(f"index of generation {g['number']} {g['hash'][:16]} rebuilt: {r['documents']} documents")
+        click.echo(f"  rows digest {r['rows_digest']}")
+        if r["previous_rows_digest"]:
+            same = "same as" if r["same_as_previous"] else "DIFFERENT from"
+            click.echo(f"  {same} the index it replaced")
+
+    emit(result, as_json, human)
+
+
 def _wants_json(argv: list[str]) -> bool:
     return "--json" in argv
 

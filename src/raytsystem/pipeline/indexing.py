@@ -7,19 +7,23 @@ exactly the rows (and digests) of one patched generation after generation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Connection, select
 
 from ..model.generation import ClaimState
+from ..model import index as index_file
 from ..model.index import IndexRow
 from ..model.terms import term_text
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Evidence, Normalization, Segment
-from .state import chunks
+from . import state
+from .state import GenerationRef, chunks
 
 
 @dataclass(frozen=True)
@@ -151,3 +155,35 @@ def index_rows(
             )
         out[source.source_id] = rows
     return out
+
+
+def rebuild(
+    index_dir: Path, conn: Connection, blobs: BlobStore, generation: GenerationRef
+) -> dict[str, object]:
+    """Write the index of `generation` from the ledger alone; returns its path and digests."""
+    sources = state.active_sources(conn, generation.number)
+    claims = state.claim_states(conn, generation.number, [a.source_id for a in sources.values()])
+    rows = index_rows(
+        conn,
+        blobs,
+        [
+            SourceForIndex(a.source_id, a.path, a.normalization_id, [c for _, c in claims.get(a.source_id, [])])
+            for a in sources.values()
+        ],
+    )
+    path = index_file.index_path(index_dir, generation.number, generation.hash)
+    previous = None
+    if path.is_file():
+        with contextlib.suppress(Exception), index_file.open_index(path, generation.hash) as old:
+            previous = index_file.read_meta(old).get("rows_digest")
+    digest = index_file.build(
+        path, generation_hash=generation.hash, generation_number=generation.number, changed=rows
+    )
+    return {
+        "generation": generation.to_json(),
+        "path": str(path),
+        "rows_digest": digest,
+        "previous_rows_digest": previous,
+        "same_as_previous": previous == digest if previous else None,
+        "documents": sum(len(r) for r in rows.values()),
+    }
