@@ -213,11 +213,6 @@ def test_check_address_refuses_malformed(address: str) -> None:
     assert info.value.code == "invalid_address"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _ADDRESS_RE is anchored with `$`, which also matches before a trailing "
-    "newline, so check_address accepts '<64 hex>\\n' (use \\Z or re.fullmatch)",
-)
 def test_check_address_refuses_trailing_newline() -> None:
     with pytest.raises(UsageError):
         check_address("a" * 64 + "\n")

@@ -222,13 +222,6 @@ def test_schema_too_new_runs_no_migration_on_a_bare_database(db_path: Path) -> N
     assert _fingerprint(db_path) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: db._sqlite_pragmas runs `PRAGMA journal_mode=WAL` on connect, before "
-    "open_ledger reads alembic_version, and that pragma is a persistent write: a too-new "
-    "ledger in rollback-journal mode is converted to WAL (file header bytes 18-19 go 1 -> 2) "
-    "although SchemaTooNew promises to run nothing against it",
-)
 def test_schema_too_new_leaves_a_rollback_journal_database_byte_identical(
     db_path: Path,
 ) -> None:

@@ -222,12 +222,6 @@ def test_discover_results_are_sorted(tree: Path) -> None:
     assert len(paths) == len(set(paths))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Workspace.discover walks each scope path in turn (sorted as scope strings) "
-    "and only sorts inside one walk, so with scopes knowledge/a and knowledge/a-b it yields "
-    "knowledge/a/z.md before knowledge/a-b/a.md, against its 'sorted by path' contract",
-)
 def test_discover_with_several_scopes_is_sorted(tree: Path) -> None:
     write(tree, "knowledge/a/z.md", "z")
     write(tree, "knowledge/a-b/a.md", "a")
@@ -286,12 +280,6 @@ def test_discover_symlink_inside_the_workspace_is_followed(tree: Path) -> None:
     assert candidate.stat.st_size == len("content of knowledge/manual/n.md\n")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Workspace._walk uses os.walk without followlinks and only looks at "
-    "filenames, so a symlinked folder is dropped silently: a folder symlink leaving the "
-    "workspace gets no symlink_outside Refusal (DESIGN §7: such symlinks get a finding)",
-)
 def test_discover_folder_symlink_leaving_the_workspace_is_refused(
     tree: Path, tmp_path: Path
 ) -> None:
@@ -445,11 +433,28 @@ def test_bad_config_is_config_invalid(tmp_path: Path, text: str | bytes) -> None
         path.write_bytes(text)
     else:
         path.write_text(text, encoding="utf-8")
+    ws = Workspace.open(tmp_path)  # the config is read on first use, not on open
     with pytest.raises(WorkspaceError) as info:
-        Workspace.open(tmp_path)
+        _ = ws.config
     assert info.value.code == "config_invalid"
     assert info.value.exit_status == 5
     assert CONFIG_NAME in info.value.message
+
+
+def test_bad_config_stops_discover(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text("[ingest]\nincluded = []\n", encoding="utf-8")
+    with pytest.raises(WorkspaceError) as info:
+        list(Workspace.open(tmp_path).discover())
+    assert info.value.code == "config_invalid"
+
+
+def test_cli_ingest_with_bad_config_exits_5(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text("[ingest]\nincluded = []\n", encoding="utf-8")
+    write(tmp_path, "docs/a.md", "# A\n\nA sentence.\n")
+    result = run_cli("ingest", "--json", cwd=tmp_path)
+    assert result.code == 5
+    assert result.json()["error"]["code"] == "config_invalid"
+    assert not (tmp_path / "_raw" / "blake3").exists()
 
 
 def test_unknown_key_is_named_in_the_error(tmp_path: Path) -> None:

@@ -422,6 +422,64 @@ def search(
     emit(result, as_json, human)
 
 
+@cli.command()
+@click.option("--generation", "-g", help="Review this generation (default: the current one).")
+@json_option
+@click.pass_obj
+def review(app: App, generation: str | None, as_json: bool) -> None:
+    """Audit a generation and write ops/reviews/<n>-<hash>.json and .md; changes no knowledge."""
+    from .pipeline import state
+    from .pipeline.review import review as run
+    from .storage.lock import writer_lock
+    from .workspace import REVIEWS_DIR
+
+    ledger = app.ledger()
+    with writer_lock(app.ws.state_dir / "writer.lock", 30.0), ledger.transaction() as conn:
+        gen = state.generation(conn, generation) if generation else state.require_head(conn)
+        result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
+
+    def human(r: dict[str, Any]) -> None:
+        g, c = r["generation"], r["counts"]
+        click.echo(
+            f"review of generation {g['number']} {g['hash'][:16]}: "
+            f"{c['error']} errors, {c['warning']} warnings, {c['info']} notes"
+        )
+        for f in r["findings"]:
+            click.echo(f"  {f['severity']}[{f['code']}] {f['message']}")
+        click.echo("report: " + ", ".join(r["files"]))
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def verify(app: App, as_json: bool) -> None:
+    """Full integrity check: re-hash every blob, re-derive every ID, chain and index. Exit 3 if wrong."""
+    from .pipeline.verify import verify as run
+    from .progress import progress_for
+
+    ledger = app.ledger()
+    with progress_for("verify", enabled=not as_json) as progress, ledger.reading() as conn:
+        report = run(conn, app.blobs, app.ws.index_dir, progress=progress)
+    result = report.to_json()
+
+    def human(r: dict[str, Any]) -> None:
+        c, t = r["counts"], r["throughput"]
+        click.echo(
+            f"{'ok' if r['ok'] else 'PROBLEMS FOUND'}: {c.get('blobs', 0)} blobs "
+            f"({t['blob_bytes'] / 1e6:.1f} MB at {t['mb_per_s'] or 0:.0f} MB/s), "
+            f"{c.get('claims', 0)} claims, {c.get('evidence', 0)} evidence, "
+            f"{c.get('generations', 0)} generations, {c.get('indexes', 0)} indexes in {r['seconds']:.2f}s"
+        )
+        for f in r["findings"]:
+            click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
+
+    emit(result, as_json, human)
+    if not report.ok:
+        raise SystemExit(3)
+
+
 @cli.group()
 def index() -> None:
     """Manage the per-generation search indexes (derived files under .raytsystem/indexes)."""

@@ -43,12 +43,12 @@ IDENTITY: Final[dict[str, tuple[str, ...]]] = {
     "claim": ("source", "authority", "statement", "occurrence"),
     "evidence": ("claim", "segment", "start", "end", "sha256", "role"),
     "entity": ("name",),
-    "relation": ("kind", "subject", "object"),
+    "relation": ("type", "subject", "object"),
     "review": ("generation", "findings"),
 }
 
-_ID_RE: Final = re.compile(r"^(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})$")
-_HASH_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_ID_RE: Final = re.compile(r"(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})")
+_HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
 
 
 def make_id(kind: str, **identity: Any) -> str:
@@ -65,7 +65,7 @@ def object_hash(kind: str, content: dict[str, Any]) -> str:
 
 
 def kind_of(object_id: str) -> str | None:
-    m = _ID_RE.match(object_id)
+    m = _ID_RE.fullmatch(object_id)
     return KINDS_BY_PREFIX.get(m.group("prefix")) if m else None
 
 
@@ -78,4 +78,4 @@ def parse_id(text: str) -> tuple[str, str]:
 
 
 def is_hash(text: str) -> bool:
-    return bool(_HASH_RE.match(text))
+    return bool(_HASH_RE.fullmatch(text))

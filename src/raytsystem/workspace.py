@@ -180,27 +180,29 @@ class Workspace:
     def discover(self, scope: Sequence[str] = ()) -> Iterator[Candidate | Refusal]:
         """Yield the files selected by the config (within `scope`, if given), sorted by path.
 
-        Symlinks are followed only when their target stays inside the workspace.
+        A symlinked file is followed only when its target stays inside the workspace; symlinked
+        folders are not walked (their targets are ingested under their own paths), and one that
+        points outside the workspace is reported.
         """
         real_root = self.root.resolve()
-        starts = sorted(set(scope)) or [""]
-        seen: set[str] = set()
-        for start in starts:
+        found: dict[str, tuple[Path, bool]] = {}
+        refusals: list[Refusal] = []
+        for start in sorted(set(scope)) or [""]:
             base = self.root / start if start else self.root
-            if base.is_file() or base.is_symlink() and not base.is_dir():
-                entries: Iterator[tuple[str, Path]] = iter([(start, base)])
-            else:
-                entries = self._walk(base, start)
-            for rel, disk in entries:
-                if rel in seen:
-                    continue
-                seen.add(rel)
-                item = self._candidate(rel, disk, real_root, explicit=bool(scope) and rel == start)
-                if item is not None:
-                    yield item
+            if base.is_file() or (base.is_symlink() and not base.is_dir()):
+                found.setdefault(start, (base, True))
+                continue
+            for rel, disk in self._walk(base, real_root, refusals):
+                found.setdefault(rel, (disk, False))
+        items: list[Candidate | Refusal] = list(refusals)
+        for rel, (disk, explicit) in found.items():
+            item = self._candidate(rel, disk, real_root, explicit=explicit)
+            if item is not None:
+                items.append(item)
+        items.sort(key=lambda item: item.path)
+        yield from items
 
-    def _walk(self, base: Path, prefix: str) -> Iterator[tuple[str, Path]]:
-        found: list[tuple[str, Path]] = []
+    def _walk(self, base: Path, real_root: Path, refusals: list[Refusal]) -> Iterator[tuple[str, Path]]:
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             rel_dir = "" if rel_dir == "." else rel_dir
@@ -209,11 +211,20 @@ class Workspace:
                 for d in dirnames
                 if d not in _RESERVED_ANY and not (rel_dir == "" and d in _RESERVED_TOP)
             ]
+            for d in dirnames:
+                link = Path(dirpath) / d
+                if link.is_symlink():
+                    try:
+                        link.resolve().relative_to(real_root)
+                    except ValueError:
+                        rel = f"{rel_dir}/{d}" if rel_dir else d
+                        refusals.append(
+                            Refusal(unicodedata.normalize("NFC", rel), "symlink_outside",
+                                    "symlinked folder leaves the workspace")
+                        )
             for name in filenames:
                 rel = f"{rel_dir}/{name}" if rel_dir else name
-                found.append((rel, Path(dirpath) / name))
-        found.sort(key=lambda item: unicodedata.normalize("NFC", item[0]))
-        yield from found
+                yield unicodedata.normalize("NFC", rel), Path(dirpath) / name
 
     def _candidate(
         self, rel: str, disk: Path, real_root: Path, *, explicit: bool

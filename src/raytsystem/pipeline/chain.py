@@ -203,6 +203,7 @@ class Checker:
                     break
                 view.evidence.append(checked)
             else:
+                view.evidence.sort(key=lambda e: (e.role != "statement", e.id))
                 views[cid] = view
         return views, problems
 

@@ -29,13 +29,13 @@ import blake3
 from ..errors import BlobMissing, ChecksumMismatch, UsageError
 
 ALGORITHM: Final = "blake3"
-_ADDRESS_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_ADDRESS_RE: Final = re.compile(r"[0-9a-f]{64}")
 _CHUNK: Final = 1 << 20
 
 
 def check_address(address: str) -> str:
     """Return `address` if it is 64 lowercase hex digits, else raise."""
-    if not isinstance(address, str) or not _ADDRESS_RE.match(address):
+    if not isinstance(address, str) or not _ADDRESS_RE.fullmatch(address):
         raise UsageError(f"malformed blob address: {address!r}", code="invalid_address")
     return address
 
@@ -158,7 +158,7 @@ class DiskBlobStore:
             if not shard.is_dir():
                 continue
             for entry in sorted(shard.iterdir()):
-                if _ADDRESS_RE.match(entry.name):
+                if _ADDRESS_RE.fullmatch(entry.name):
                     yield entry.name
 
     def stray_files(self) -> list[Path]:
@@ -171,7 +171,7 @@ class DiskBlobStore:
                 strays.append(shard)
                 continue
             for entry in sorted(shard.iterdir()):
-                if not _ADDRESS_RE.match(entry.name) or entry.name[:2] != shard.name:
+                if not _ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name:
                     strays.append(entry)
         return strays
 

@@ -37,7 +37,8 @@ def migrations_dir() -> Path:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # journal_mode=WAL is set once by open_ledger, after the schema check: it writes to the
+    # file, and a ledger from a newer raytsystem must be left byte for byte as it was.
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     # FULL: a generation whose head moved must survive power loss, not only a process crash.
@@ -125,6 +126,9 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
             found=current,
             supported=SCHEMA_HEAD,
         )
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
     if current != SCHEMA_HEAD:
         if current is None and not create:
             engine.dispose()

@@ -1,0 +1,307 @@
+"""REVIEW: an audit of one generation that reports what needs a person's attention.
+
+A review reads the ledger and the blobs and writes a Review: a list of findings (code,
+severity, subjects, message) stored in the ledger and as `ops/reviews/<number>-<hash12>.json`
+plus a readable `.md`. It never changes a claim, a status or a generation; people act on it by
+editing `knowledge/manual/` and re-ingesting. The same generation always gives the same
+findings, the same Review ID and byte-identical files (no time is written into them).
+
+Checks:
+- `unverified_claim`: a manual claim whose citation could not be verified (with the reason);
+- `stale_citation`: a manual citation that was verified in an earlier generation and whose
+  quote is gone from the cited source's current revision;
+- `duplicate_statement`: the same statement (3+ words, case and spacing aside) in several sources;
+- `possible_contradiction` (heuristic): claims that say the same words about the same thing but
+  differ in their numbers or in negation;
+- `retracted_still_cited` / `disputed_still_cited`: a current note cites text whose claim is
+  retracted or disputed;
+- `dead_link`: a `[[link]]` in a note that names no entity and no note;
+- `unknown_claim_id`: a retraction or dispute naming a claim that is not active;
+- `front_matter_invalid`: a note whose front matter is not valid;
+- `normalize_failed`: an active source that could not be normalized.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import Connection, insert, select
+
+from ..canonical import canonical_json
+from ..ids import make_id
+from ..model.notes import is_note
+from ..storage.blobs import BlobStore
+from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState
+from ..storage.models import ClaimState as ClaimStateRow
+from . import state
+from .files import now_iso
+from .manual import MESSAGES, Note, Texts, _link_exists, _notes_from_ledger, locate
+
+SEVERITY_ORDER: Final = {"error": 0, "warning": 1, "info": 2}
+_WORD: Final = re.compile(r"[^\W_]+")
+_NUMBER: Final = re.compile(r"^\d+(?:[.,]\d+)*$")
+NEGATIONS: Final = frozenset(
+    "not no never none nothing cannot cant isnt arent doesnt dont didnt wont wasnt werent "
+    "не нет никогда ни".split()
+)
+_HEURISTIC: Final = "heuristic: same words, different numbers or negation; check by hand"
+
+
+@dataclass(frozen=True, order=True)
+class ReviewFinding:
+    severity_rank: int
+    code: str
+    subjects: tuple[str, ...]
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        severity = next(k for k, v in SEVERITY_ORDER.items() if v == self.severity_rank)
+        return {"code": self.code, "severity": severity, "subjects": list(self.subjects), "message": self.message}
+
+
+def _finding(severity: str, code: str, subjects: list[str], message: str) -> ReviewFinding:
+    return ReviewFinding(SEVERITY_ORDER[severity], code, tuple(subjects), message)
+
+
+@dataclass
+class ActiveClaim:
+    id: str
+    source_id: str
+    path: str
+    authority: str
+    statement: str
+    status: str
+    evidence_ids: list[str]
+
+
+def _active_claims(conn: Connection, number: int) -> list[ActiveClaim]:
+    rows = conn.execute(
+        select(
+            ClaimStateRow.claim_id, ClaimStateRow.source_id, Source.path, Claim.authority,
+            Claim.statement, ClaimStateRow.status, ClaimStateRow.evidence_ids,
+        )
+        .join(Claim, Claim.id == ClaimStateRow.claim_id)
+        .join(Source, Source.id == ClaimStateRow.source_id)
+        .where(state.active(ClaimStateRow, number))
+        .order_by(ClaimStateRow.claim_id)
+    )
+    return [ActiveClaim(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
+
+
+def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
+    """(words with numbers masked and negations dropped, the numbers, negated?)."""
+    words = [w.casefold() for w in _WORD.findall(statement.replace("'", "").replace("’", ""))]
+    numbers = tuple(w for w in words if _NUMBER.match(w))
+    negated = any(w in NEGATIONS for w in words)
+    key = " ".join("#" if _NUMBER.match(w) else w for w in words if w not in NEGATIONS)
+    return key, numbers, negated
+
+
+def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -> list[ReviewFinding]:
+    number = generation.number
+    findings: list[ReviewFinding] = []
+    claims = _active_claims(conn, number)
+    sources = state.active_sources(conn, number)
+    notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
+
+    # Manual claims: why unverified, and whether a once-verified citation went stale.
+    texts = Texts(conn, blobs, {a.path: (a.normalization_id, None) for a in sources.values()})
+    by_id = {c.id: c for c in claims}
+    for note in sorted(notes.values(), key=lambda n: n.path):
+        for entry in note.meta["claims"]:
+            claim = by_id.get(entry["id"])
+            if claim is None or claim.status != "unverified":
+                continue
+            reasons = [p["message"] for p in entry["problems"]]
+            stale = False
+            for citation in entry["citations"]:
+                outcome, hit = locate(texts, citation["path"], citation["quote"])
+                if hit is None:
+                    reasons.append(MESSAGES[outcome].format(**citation))
+                    stale = stale or (outcome == "citation_not_found" and _cited_before(conn, claim.id, number))
+            if note.meta.get("note_error"):
+                reasons.append(note.meta["note_error"])
+            findings.append(
+                _finding("warning", "unverified_claim", [claim.id, note.path],
+                         f"{claim.statement!r}: " + "; ".join(reasons or ["its citation could not be verified"]))
+            )
+            if stale:
+                findings.append(
+                    _finding("warning", "stale_citation", [claim.id, note.path],
+                             f"{claim.statement!r}: a quote it cited was verified before and is gone "
+                             "from the source's current revision")
+                )
+        if note.meta.get("note_error"):
+            findings.append(_finding("error", "front_matter_invalid", [note.path], note.meta["note_error"]))
+        all_paths = {a.path: (a.normalization_id, None) for a in sources.values()}
+        for link in note.meta["links"]:
+            if not _link_exists(link, notes, all_paths):
+                findings.append(_finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing"))
+        for cid in sorted(note.directives()):
+            if cid not in by_id:
+                findings.append(
+                    _finding("warning", "unknown_claim_id", [cid, note.path],
+                             f"{note.path} retracts or disputes {cid}, which is not an active claim")
+                )
+
+    # Duplicates and contradictions among claims that count (not retracted).
+    groups: dict[str, list[ActiveClaim]] = defaultdict(list)
+    shapes: dict[str, list[tuple[ActiveClaim, tuple[str, ...], bool]]] = defaultdict(list)
+    for c in claims:
+        if c.status == "retracted":
+            continue
+        key = " ".join(_WORD.findall(c.statement.casefold()))
+        if len(key.split()) >= 3:
+            groups[key].append(c)
+        shape, numbers, negated = _shape(c.statement)
+        if len(shape.split()) >= 3:
+            shapes[shape].append((c, numbers, negated))
+    for key in sorted(groups):
+        group = groups[key]
+        if len({c.source_id for c in group}) > 1:
+            findings.append(
+                _finding("info", "duplicate_statement", sorted(c.id for c in group),
+                         f"{group[0].statement!r} appears in {len({c.path for c in group})} sources: "
+                         + ", ".join(sorted({c.path for c in group})))
+            )
+    for shape in sorted(shapes):
+        members = shapes[shape]
+        variants = {(numbers, negated) for _, numbers, negated in members}
+        if len(variants) > 1:
+            findings.append(
+                _finding("warning", "possible_contradiction", sorted(c.id for c, _, _ in members),
+                         f"{_HEURISTIC}: " + " | ".join(sorted({c.statement for c, _, _ in members})))
+            )
+
+    # Current notes citing text whose claim is retracted or disputed.
+    withdrawn = [c for c in claims if c.status in ("retracted", "disputed")]
+    if withdrawn:
+        spans = _statement_spans(conn, [e for c in withdrawn for e in c.evidence_ids])
+        cited = _citation_spans(conn, [e for c in claims if c.authority == "manual" for e in c.evidence_ids])
+        for w in withdrawn:
+            for eid in w.evidence_ids:
+                if eid not in spans:
+                    continue
+                seg, start, end = spans[eid]
+                for citing_claim, (cseg, cstart, cend) in cited:
+                    if cseg == seg and cstart < end and start < cend:
+                        findings.append(
+                            _finding("warning", f"{w.status}_still_cited", [w.id, citing_claim],
+                                     f"{by_id[citing_claim].path} cites {w.path}, whose claim "
+                                     f"{w.statement!r} is {w.status}")
+                        )
+
+    # Sources that could not be normalized.
+    failed = conn.execute(
+        select(Source.path, Normalization.id, Normalization.finding_message)
+        .join(SourceState, SourceState.normalization_id == Normalization.id)
+        .join(Source, Source.id == SourceState.source_id)
+        .where(state.active(SourceState, number), Normalization.status == "failed")
+    ).all()
+    for path, nid, message in failed:
+        findings.append(_finding("error", "normalize_failed", [nid, path], message or "normalization failed"))
+    return sorted(set(findings))
+
+
+def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
+    rows = conn.execute(
+        select(ClaimStateRow.evidence_ids).where(
+            ClaimStateRow.claim_id == claim_id, ClaimStateRow.gen_from < number
+        )
+    ).all()
+    ids = {e for (ev,) in rows for e in json.loads(ev)}
+    if not ids:
+        return False
+    return conn.execute(
+        select(Evidence.id).where(Evidence.id.in_(sorted(ids)), Evidence.role == "citation").limit(1)
+    ).first() is not None
+
+
+def _statement_spans(conn: Connection, ids: list[str]) -> dict[str, tuple[str, int, int]]:
+    out = {}
+    for part in state.chunks(sorted(set(ids))):
+        for eid, seg, start, end in conn.execute(
+            select(Evidence.id, Evidence.segment_id, Evidence.start, Evidence.end).where(
+                Evidence.id.in_(part), Evidence.role == "statement"
+            )
+        ):
+            out[eid] = (seg, start, end)
+    return out
+
+
+def _citation_spans(conn: Connection, ids: list[str]) -> list[tuple[str, tuple[str, int, int]]]:
+    out = []
+    for part in state.chunks(sorted(set(ids))):
+        for cid, seg, start, end in conn.execute(
+            select(Evidence.claim_id, Evidence.segment_id, Evidence.start, Evidence.end).where(
+                Evidence.id.in_(part), Evidence.role == "citation"
+            )
+        ):
+            out.append((cid, (seg, start, end)))
+    return sorted(out)
+
+
+def review(
+    conn: Connection, blobs: BlobStore, generation: state.GenerationRef, reviews_dir: Path
+) -> dict[str, Any]:
+    """Audit `generation`, record the Review and write its report files. Changes no knowledge."""
+    findings = [f.to_json() for f in audit(conn, blobs, generation)]
+    review_id = make_id("review", generation=generation.hash, findings=findings)
+    counts: dict[str, int] = defaultdict(int)
+    for f in findings:
+        counts[f["severity"]] += 1
+    report = {
+        "schema_version": "1",
+        "review_id": review_id,
+        "generation": generation.to_json(),
+        "counts": {k: counts.get(k, 0) for k in SEVERITY_ORDER},
+        "findings": findings,
+    }
+    body = canonical_json(report).decode("utf-8")
+    if conn.execute(select(Review.id).where(Review.id == review_id)).first() is None:
+        conn.execute(
+            insert(Review.__table__),
+            {"id": review_id, "generation_hash": generation.hash, "created_at": now_iso(), "report": body},
+        )
+    reviews_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{generation.number:06d}-{generation.hash[:12]}"
+    json_path = reviews_dir / f"{stem}.json"
+    md_path = reviews_dir / f"{stem}.md"
+    _write_atomic(json_path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    _write_atomic(md_path, render_markdown(report))
+    return {**report, "files": [str(json_path), str(md_path)]}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    g = report["generation"]
+    c = report["counts"]
+    lines = [
+        f"# Review of generation {g['number']}",
+        "",
+        f"Generation `{g['hash']}` · review `{report['review_id']}`",
+        "",
+        f"{c['error']} errors, {c['warning']} warnings, {c['info']} notes. "
+        "A review changes no knowledge: fix what it finds in `knowledge/manual/` and re-ingest.",
+        "",
+    ]
+    if not report["findings"]:
+        lines.append("Nothing to report.")
+    current = None
+    for f in report["findings"]:
+        if f["code"] != current:
+            current = f["code"]
+            lines += ["", f"## {current} ({f['severity']})", ""]
+        message = f["message"].replace("\n", " ")
+        lines.append(f"- {message} — `{'`, `'.join(f['subjects'])}`")
+    return "\n".join(lines).rstrip() + "\n"

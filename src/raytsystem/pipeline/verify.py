@@ -1,0 +1,319 @@
+"""VERIFY: a full integrity check of the workspace, without changing anything.
+
+1. Every blob in `_raw/` is re-hashed with BLAKE3 (in parallel threads: BLAKE3 releases the
+   GIL, so this runs near the speed of reading the bytes); stray temp files are reported.
+2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
+   normalization's text blob exists, every segment's text and every evidence excerpt hashes to
+   its recorded SHA-256; every claim state's hash is recomputed.
+3. Generations are replayed in order: each source state's digest is recomputed from the claims
+   active with it, each manifest from the active source digests, each generation hash from
+   (number, parent, manifest), and each parent link and the head are checked.
+4. Every index file is checked against its own records (per-source row digests) and against its
+   generation; the current generation's index is also compared with rows derived afresh from
+   the ledger.
+
+Findings carry a code and severity; `ok` is false when any finding is an error or warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from ..canonical import sha256_hex
+from ..errors import BlobMissing
+from ..ids import make_id
+from ..model import index as index_file
+from ..model.generation import ClaimState, generation_hash, manifest_digest, source_digest
+from ..model.objects import claim_hash, claim_id, evidence_id, segment_id
+from ..storage.blobs import DiskBlobStore
+from ..storage.models import (
+    Claim,
+    ClaimState as ClaimStateRow,
+    Evidence,
+    Generation,
+    Head,
+    Normalization,
+    Revision,
+    Segment,
+    Source,
+    SourceState,
+)
+from . import state
+from .indexing import SourceForIndex, index_rows
+
+Progress = Callable[[str, int, int, int], None]
+
+
+@dataclass
+class VerifyReport:
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    raw_bytes: int = 0
+    hash_seconds: float = 0.0
+    seconds: float = 0.0
+    generation: dict[str, Any] | None = None
+
+    def add(self, severity: str, code: str, subject: str, message: str) -> None:
+        self.findings.append({"code": code, "severity": severity, "subject": subject, "message": message})
+
+    @property
+    def ok(self) -> bool:
+        return not any(f["severity"] in ("error", "warning") for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        mb = self.raw_bytes / 1e6
+        return {
+            "ok": self.ok,
+            "generation": self.generation,
+            "counts": dict(sorted(self.counts.items())),
+            "throughput": {
+                "blob_bytes": self.raw_bytes,
+                "hash_seconds": round(self.hash_seconds, 3),
+                "mb_per_s": round(mb / self.hash_seconds, 1) if self.hash_seconds > 0 else None,
+            },
+            "findings": sorted(self.findings, key=lambda f: (f["severity"] != "error", f["code"], f["subject"])),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _hash_one(store: DiskBlobStore, address: str) -> tuple[str, str | None, int]:
+    path = store.path(address)
+    try:
+        size = os.path.getsize(path)
+        return address, store.rehash(address), size
+    except (BlobMissing, OSError):
+        return address, None, 0
+
+
+def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress | None) -> set[str]:
+    addresses = list(store.addresses())
+    started = time.perf_counter()
+    present = set()
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
+        for n, (address, got, size) in enumerate(pool.map(lambda a: _hash_one(store, a), addresses, chunksize=64), 1):
+            report.raw_bytes += size
+            if got is None:
+                report.add("error", "blob_unreadable", address, f"blob {address} cannot be read")
+            elif got != address:
+                report.add("error", "blob_corrupt", address, f"blob {address} hashes to {got}")
+            else:
+                present.add(address)
+            if progress and (n % 256 == 0 or n == len(addresses)):
+                progress("hash blobs", n, len(addresses), report.raw_bytes)
+    report.hash_seconds = time.perf_counter() - started
+    report.counts["blobs"] = len(addresses)
+    for stray in store.stray_files():
+        report.add("warning", "stray_file", str(stray.relative_to(store.root)), "not a blob: a leftover temp file or a foreign file")
+    return present
+
+
+def _rows(conn: Connection, stmt: Any) -> Iterator[Any]:
+    yield from conn.execution_options(yield_per=5000).execute(stmt)
+
+
+def check_ledger(conn: Connection, store: DiskBlobStore, present: set[str], report: VerifyReport, progress: Progress | None) -> None:
+    for sid, path in _rows(conn, select(Source.id, Source.path)):
+        report.counts["sources"] += 1
+        if make_id("source", path=path) != sid:
+            report.add("error", "id_mismatch", sid, f"source {sid} does not derive from its path {path!r}")
+    for rid, sid, blob in _rows(conn, select(Revision.id, Revision.source_id, Revision.blob)):
+        report.counts["revisions"] += 1
+        if make_id("revision", source=sid, blob=blob) != rid:
+            report.add("error", "id_mismatch", rid, f"revision {rid} does not derive from its row")
+        if blob not in present:
+            report.add("error", "blob_missing", rid, f"the raw blob {blob} of revision {rid} is missing or corrupt")
+
+    norms = {
+        r[0]: r
+        for r in _rows(conn, select(
+            Normalization.id, Normalization.revision_id, Normalization.adapter, Normalization.adapter_version,
+            Normalization.config_hash, Normalization.status, Normalization.text_blob,
+        ))
+    }
+    for nid, rev, adapter, version, config, status, blob in norms.values():
+        report.counts["normalizations"] += 1
+        expected = make_id("normalization", revision=rev, adapter=adapter, adapter_version=version, config=config)
+        if expected != nid:
+            report.add("error", "id_mismatch", nid, f"normalization {nid} does not derive from its row")
+        if status == "ok" and blob not in present:
+            report.add("error", "blob_missing", nid, f"the text blob {blob} of normalization {nid} is missing or corrupt")
+
+    # Segments and evidence, one normalization's text at a time.
+    evidence_by_norm: dict[str, list[Any]] = defaultdict(list)
+    for row in _rows(conn, select(
+        Evidence.id, Evidence.claim_id, Evidence.segment_id, Evidence.start, Evidence.end, Evidence.sha256,
+        Evidence.role, Segment.normalization_id,
+    ).join(Segment, Segment.id == Evidence.segment_id)):
+        evidence_by_norm[row[7]].append(row)
+    segments_by_norm: dict[str, list[Any]] = defaultdict(list)
+    for row in _rows(conn, select(
+        Segment.id, Segment.normalization_id, Segment.ordinal, Segment.start, Segment.end, Segment.sha256
+    )):
+        segments_by_norm[row[1]].append(row)
+    done = 0
+    for nid in sorted(set(segments_by_norm) | set(evidence_by_norm)):
+        done += 1
+        norm = norms.get(nid)
+        blob = norm[6] if norm else None
+        text = None
+        if blob in present:
+            text = store.get(blob).decode("utf-8")
+        spans = {}
+        for seg_id, _n, ordinal, start, end, sha in segments_by_norm.get(nid, []):
+            report.counts["segments"] += 1
+            spans[seg_id] = (start, end)
+            if segment_id(nid, ordinal, start, end, sha) != seg_id:
+                report.add("error", "id_mismatch", seg_id, f"segment {seg_id} does not derive from its row")
+            elif text is not None and sha256_hex(text[start:end]) != sha:
+                report.add("error", "excerpt_mismatch", seg_id, f"segment {seg_id} text does not hash to its SHA-256")
+        for eid, cid, seg_id, start, end, sha, role, _n in evidence_by_norm.get(nid, []):
+            report.counts["evidence"] += 1
+            if evidence_id(cid, seg_id, start, end, sha, role) != eid:
+                report.add("error", "id_mismatch", eid, f"evidence {eid} does not derive from its row")
+            elif seg_id in spans and not (spans[seg_id][0] <= start < end <= spans[seg_id][1]):
+                report.add("error", "excerpt_mismatch", eid, f"evidence {eid} lies outside its segment")
+            elif text is not None and sha256_hex(text[start:end]) != sha:
+                report.add("error", "excerpt_mismatch", eid, f"evidence {eid} excerpt does not hash to its SHA-256")
+        if progress and (done % 500 == 0):
+            progress("check ledger", done, len(segments_by_norm), 0)
+
+    claims = {}
+    for cid, sid, authority, statement, occurrence in _rows(conn, select(
+        Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence
+    )):
+        report.counts["claims"] += 1
+        claims[cid] = (authority, statement)
+        if claim_id(sid, authority, statement, occurrence) != cid:
+            report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
+    for cid, status, recorded, ev_json in _rows(conn, select(
+        ClaimStateRow.claim_id, ClaimStateRow.status, ClaimStateRow.claim_hash, ClaimStateRow.evidence_ids
+    )):
+        report.counts["claim_states"] += 1
+        authority, statement = claims.get(cid, ("", ""))
+        if claim_hash(cid, statement, authority, status, json.loads(ev_json)) != recorded:
+            report.add("error", "claim_hash_mismatch", cid, f"a state of claim {cid} does not match its recorded hash")
+
+
+def check_generations(conn: Connection, report: VerifyReport) -> state.GenerationRef | None:
+    """Replay every generation in order and re-derive its digests and hash."""
+    gens = list(_rows(conn, select(
+        Generation.number, Generation.hash, Generation.parent_hash, Generation.manifest_digest
+    ).order_by(Generation.number)))
+    opened_sources: dict[int, list[Any]] = defaultdict(list)
+    closed_sources: dict[int, list[Any]] = defaultdict(list)
+    for row in _rows(conn, select(
+        SourceState.id, SourceState.source_id, SourceState.revision_id, SourceState.normalization_id,
+        SourceState.digest, SourceState.gen_from, SourceState.gen_to,
+    )):
+        opened_sources[row[5]].append(row)
+        if row[6] is not None:
+            closed_sources[row[6]].append(row)
+    opened_claims: dict[int, list[Any]] = defaultdict(list)
+    closed_claims: dict[int, list[Any]] = defaultdict(list)
+    for row in _rows(conn, select(
+        ClaimStateRow.id, ClaimStateRow.claim_id, ClaimStateRow.source_id, ClaimStateRow.status,
+        ClaimStateRow.claim_hash, ClaimStateRow.evidence_ids, ClaimStateRow.gen_from, ClaimStateRow.gen_to,
+    )):
+        opened_claims[row[6]].append(row)
+        if row[7] is not None:
+            closed_claims[row[7]].append(row)
+
+    sources: dict[str, Any] = {}
+    claims_of: dict[str, dict[str, ClaimState]] = defaultdict(dict)
+    previous = None
+    for number, ghash, parent, manifest in gens:
+        report.counts["generations"] += 1
+        expected_number = 1 if previous is None else previous[0] + 1
+        if number != expected_number or parent != (previous[1] if previous else None):
+            report.add("error", "chain_broken", ghash, f"generation {number} does not follow generation {expected_number - 1}")
+        for row in closed_sources.get(number, []):
+            if sources.get(row[1], (None,))[0] == row[0]:
+                del sources[row[1]]
+        for row in closed_claims.get(number, []):
+            claims_of[row[2]].pop(row[1], None)
+        for row in opened_claims.get(number, []):
+            claims_of[row[2]][row[1]] = ClaimState(row[1], row[2], row[3], row[4], tuple(json.loads(row[5])))
+        touched = set()
+        for row in opened_sources.get(number, []):
+            sources[row[1]] = row
+            touched.add(row[1])
+        touched |= {row[2] for row in opened_claims.get(number, [])} | {row[2] for row in closed_claims.get(number, [])}
+        for sid in sorted(touched):
+            if sid not in sources:
+                if claims_of.get(sid):
+                    report.add("error", "source_digest_mismatch", sid, f"claims of a removed source stay active in generation {number}")
+                continue
+            row = sources[sid]
+            got = source_digest(sid, row[2], row[3], list(claims_of[sid].values()))
+            if got != row[4]:
+                report.add("error", "source_digest_mismatch", sid, f"source {sid} in generation {number}: its digest does not match its claims")
+        got_manifest = manifest_digest({sid: row[4] for sid, row in sources.items()})
+        if got_manifest != manifest:
+            report.add("error", "manifest_mismatch", ghash, f"generation {number}: the manifest does not match its sources")
+        if generation_hash(number, parent, manifest) != ghash:
+            report.add("error", "generation_hash_mismatch", ghash, f"generation {number} does not hash to its recorded hash")
+        previous = (number, ghash)
+    head = conn.execute(select(Head.generation_hash, Head.number).where(Head.name == "current")).first()
+    if gens and (head is None or previous is None or head[0] != previous[1]):
+        report.add("error", "head_mismatch", "head", "the head does not point at the newest generation")
+    return state.head(conn)
+
+
+def check_indexes(conn: Connection, store: DiskBlobStore, index_dir: Path, current: state.GenerationRef | None, report: VerifyReport) -> None:
+    known = {g.hash: g for g in state.generations(conn)}
+    files = sorted(index_dir.glob("*.sqlite3")) if index_dir.is_dir() else []
+    seen = set()
+    for path in files:
+        report.counts["indexes"] += 1
+        try:
+            conn_i = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                meta = index_file.read_meta(conn_i)
+                problems = index_file.check_rows(conn_i)
+            finally:
+                conn_i.close()
+        except sqlite3.DatabaseError as exc:
+            report.add("error", "index_corrupt", path.name, f"unreadable: {exc}")
+            continue
+        gen = known.get(meta.get("generation_hash", ""))
+        if gen is None or index_file.index_path(index_dir, gen.number, gen.hash) != path:
+            report.add("error", "index_mismatch", path.name, "records a generation that does not match its file name or the ledger")
+            continue
+        seen.add(gen.hash)
+        for problem in problems:
+            report.add("error", "index_mismatch", path.name, problem)
+        if current is not None and gen.hash == current.hash:
+            sources = state.active_sources(conn, gen.number)
+            claims = state.claim_states(conn, gen.number, [a.source_id for a in sources.values()])
+            rows = index_rows(conn, store, [
+                SourceForIndex(a.source_id, a.path, a.normalization_id, [c for _, c in claims.get(a.source_id, [])])
+                for a in sources.values()
+            ])
+            expected = index_file.rows_digest({sid: index_file.source_rows_digest(r) for sid, r in rows.items()})
+            if expected != meta.get("rows_digest"):
+                report.add("error", "index_mismatch", path.name, "its rows differ from the rows the ledger derives for this generation")
+    if current is not None and current.hash not in seen:
+        report.add("warning", "index_missing", current.hash, "the current generation has no index: run `raytsystem index rebuild`")
+
+
+def verify(conn: Connection, store: DiskBlobStore, index_dir: Path, *, progress: Progress | None = None) -> VerifyReport:
+    started = time.perf_counter()
+    report = VerifyReport()
+    present = check_blobs(store, report, progress)
+    check_ledger(conn, store, present, report, progress)
+    current = check_generations(conn, report)
+    report.generation = current.to_json() if current else None
+    check_indexes(conn, store, index_dir, current, report)
+    report.seconds = time.perf_counter() - started
+    return report
