@@ -1,4 +1,11 @@
-"""Shared fixtures: real workspaces in tmp_path and the real CLI in a subprocess."""
+"""Shared fixtures: real workspaces in tmp_path, the real CLI in a subprocess, and both ledger
+backends.
+
+Every test that takes the `workspace` fixture runs twice: on the embedded SQLite ledger and on
+PostgreSQL. The PostgreSQL run needs `RAYTSYSTEM_TEST_PG_URL` (an SQLAlchemy URL of a database
+the tests may create databases from; `bash .ci/run` starts a throwaway server and sets it) and
+is skipped without it. Each PostgreSQL test gets a fresh database cloned from a migrated template.
+"""
 
 from __future__ import annotations
 
@@ -59,18 +66,123 @@ def run_cli(
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+PG_ADMIN_URL = os.environ.get("RAYTSYSTEM_TEST_PG_URL")
+
+
+def _pg_conninfo(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def _pg_admin() -> Any:
+    import psycopg
+
+    assert PG_ADMIN_URL
+    return psycopg.connect(_pg_conninfo(PG_ADMIN_URL), autocommit=True)
+
+
+def _pg_url(database: str) -> str:
+    assert PG_ADMIN_URL
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{database}"
+
+
+class LedgerDB:
+    """Direct SQL on a test's ledger (to corrupt or inspect rows), with `?` placeholders."""
+
+    def __init__(self, backend: str, target: str) -> None:
+        self.backend = backend
+        if backend == "sqlite":
+            import sqlite3
+
+            self._conn: Any = sqlite3.connect(target)
+        else:
+            import psycopg
+
+            self._conn = psycopg.connect(_pg_conninfo(target))
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.backend == "postgresql":
+            sql = sql.replace("?", "%s")
+        cursor = self._conn.execute(sql, params)
+        try:
+            return [tuple(r) for r in cursor.fetchall()]
+        except Exception:  # statements without a result set
+            return []
+
+    def commit(self) -> None:
+        self._conn.commit()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> LedgerDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.commit()
+        self.close()
+
+
+@dataclass
+class Backend:
+    name: str
+    url: str | None  # None: the workspace's embedded SQLite ledger
+
+    def db(self, ws: Path) -> LedgerDB:
+        if self.url is None:
+            return LedgerDB("sqlite", str(ws / ".raytsystem" / "ledger.sqlite3"))
+        return LedgerDB("postgresql", self.url)
+
+
+@pytest.fixture(scope="session")
+def _pg_template() -> Any:
+    if not PG_ADMIN_URL:
+        return None
+    name = f"rt_template_{os.getpid()}"
+    with _pg_admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    from raytsystem.storage.db import open_ledger
+
+    open_ledger(_pg_url(name)).close()
+    yield name
+    with _pg_admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _pg_template: str | None) -> Any:
+    if request.param == "sqlite":
+        monkeypatch.delenv("RAYTSYSTEM_DATABASE_URL", raising=False)
+        yield Backend("sqlite", None)
+        return
+    if _pg_template is None:
+        pytest.skip("PostgreSQL tests need RAYTSYSTEM_TEST_PG_URL (bash .ci/run starts a server)")
+    import uuid
+
+    name = f"rt_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{_pg_template}"')
+    url = _pg_url(name)
+    monkeypatch.setenv("RAYTSYSTEM_DATABASE_URL", url)
+    yield Backend("postgresql", url)
+    with _pg_admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def _workspace_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("template") / "ws"
     root.mkdir()
-    result = run_cli("init", cwd=root)
+    result = run_cli("init", cwd=root, env={"RAYTSYSTEM_DATABASE_URL": ""})
     assert result.code == 0, result.stderr
     return root
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, _workspace_template: Path) -> Path:
-    """An initialized, empty workspace (a copy of one `raytsystem init` made per session)."""
+def workspace(tmp_path: Path, _workspace_template: Path, backend: Backend) -> Path:
+    """An initialized, empty workspace (a copy of one `raytsystem init` made per session),
+    whose CLI runs use the test's ledger backend (RAYTSYSTEM_DATABASE_URL for PostgreSQL)."""
     root = tmp_path / "ws"
     shutil.copytree(_workspace_template, root, symlinks=True)
     return root

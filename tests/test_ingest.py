@@ -8,7 +8,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from conftest import run_cli, write
+from conftest import Backend, run_cli, write
 
 
 def ingest(ws: Path, *args: str) -> dict:
@@ -115,10 +115,25 @@ def test_same_files_in_two_workspaces_give_the_same_generation_hash(tmp_path: Pa
     for name in ("one", "two"):
         root = tmp_path / name
         root.mkdir()
-        assert run_cli("init", cwd=root).code == 0
+        env = {"RAYTSYSTEM_DATABASE_URL": ""}
+        assert run_cli("init", cwd=root, env=env).code == 0
         _corpus(root, 12)
-        hashes.append(ingest(root)["generation"]["hash"])
+        result = run_cli("ingest", "--json", cwd=root, env=env)
+        hashes.append(result.json()["generation"]["hash"])
     assert hashes[0] == hashes[1]
+
+
+def test_sqlite_and_postgresql_ledgers_give_the_same_generation_hash(
+    workspace: Path, tmp_path: Path
+) -> None:
+    _corpus(workspace, 12)
+    here = ingest(workspace)["generation"]["hash"]
+    other = tmp_path / "sqlite"
+    other.mkdir()
+    env = {"RAYTSYSTEM_DATABASE_URL": ""}
+    assert run_cli("init", cwd=other, env=env).code == 0
+    _corpus(other, 12)
+    assert run_cli("ingest", "--json", cwd=other, env=env).json()["generation"]["hash"] == here
 
 
 def test_parallel_ingest_gives_the_serial_ids_and_generation_hash(tmp_path: Path) -> None:
@@ -156,16 +171,13 @@ def test_an_index_that_was_deleted_is_rebuilt_from_the_ledger(workspace: Path) -
     assert body["status"] == "answered"
 
 
-def test_human_output_names_the_generation_and_findings(workspace: Path) -> None:
+def test_human_output_names_the_generation_and_findings(workspace: Path, backend: Backend) -> None:
     write(workspace, "docs/a.md", "Alpha is first.\n")
     (workspace / "docs/bin.md").write_bytes(b"\x00\x01binary")
     result = run_cli("ingest", cwd=workspace)
     assert result.code == 0
     assert "generation 1" in result.stdout
     assert "binary_file" in result.stdout and "docs/bin.md" in result.stdout
-    runs = (
-        sqlite3.connect(workspace / ".raytsystem/ledger.sqlite3")
-        .execute("SELECT summary FROM ingest_runs")
-        .fetchall()
-    )
+    with backend.db(workspace) as db:
+        runs = db.execute("SELECT summary FROM ingest_runs ORDER BY id")
     assert json.loads(runs[-1][0])["findings"][0]["code"] == "binary_file"

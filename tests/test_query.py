@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPORA, run_cli, write
+from conftest import CORPORA, Backend, run_cli, write
 
 PAYMENTS = """# Payments
 
@@ -191,11 +191,10 @@ def test_fails_closed_when_a_raw_blob_is_missing(kb: Path) -> None:
     assert fail_closed(kb, "how many retry attempts")["code"] == "blob_missing"
 
 
-def test_fails_closed_when_the_normalized_text_is_altered(kb: Path) -> None:
+def test_fails_closed_when_the_normalized_text_is_altered(kb: Path, backend: Backend) -> None:
     nid = _cited(kb)["evidence"][0]["normalization_id"]
-    db = sqlite3.connect(kb / ".raytsystem/ledger.sqlite3")
-    (blob,) = db.execute("SELECT text_blob FROM normalizations WHERE id = ?", (nid,)).fetchone()
-    db.close()
+    with backend.db(kb) as db:
+        ((blob,),) = db.execute("SELECT text_blob FROM normalizations WHERE id = ?", (nid,))
     _overwrite(kb / "_raw/blake3" / blob[:2] / blob, lambda b: b.replace(b"at most", b"at least"))
     assert fail_closed(kb, "how many retry attempts")["code"] == "normalized_text_corrupt"
 
@@ -223,27 +222,21 @@ def test_fails_closed_when_another_generations_index_is_in_place(kb: Path) -> No
     assert fail_closed(kb, "how many retry attempts")["code"] == "index_generation_mismatch"
 
 
-def test_fails_closed_when_a_cited_claims_ledger_row_is_altered(kb: Path) -> None:
+def test_fails_closed_when_a_cited_claims_ledger_row_is_altered(kb: Path, backend: Backend) -> None:
     claim = _cited(kb)["claim"]["id"]
-    db = sqlite3.connect(kb / ".raytsystem/ledger.sqlite3")
-    db.execute(
-        "UPDATE claims SET statement = 'Retries stop after at most 50 attempts.' WHERE id = ?",
-        (claim,),
-    )
-    db.commit()
-    db.close()
+    with backend.db(kb) as db:
+        db.execute(
+            "UPDATE claims SET statement = 'Retries stop after at most 50 attempts.' WHERE id = ?",
+            (claim,),
+        )
     assert fail_closed(kb, "how many retry attempts")["code"] == "ledger_mismatch"
 
 
-def test_fails_closed_when_evidence_span_is_altered(kb: Path) -> None:
+def test_fails_closed_when_evidence_span_is_altered(kb: Path, backend: Backend) -> None:
     evidence = _cited(kb)["evidence"][0]
-    db = sqlite3.connect(kb / ".raytsystem/ledger.sqlite3")
-    db.execute(
-        'UPDATE evidence SET "end" = "end" - 1 WHERE claim_id = ?',
-        (_cited(kb)["claim"]["id"],),
-    )
-    db.commit()
-    db.close()
+    with backend.db(kb) as db:
+        claim = _cited(kb)["claim"]["id"]
+        db.execute('UPDATE evidence SET "end" = "end" - 1 WHERE claim_id = ?', (claim,))
     assert evidence["span"]["end"] > 0
     assert fail_closed(kb, "how many retry attempts")["code"] == "ledger_mismatch"
 

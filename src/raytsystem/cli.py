@@ -434,7 +434,7 @@ def review(app: App, generation: str | None, as_json: bool) -> None:
     from .workspace import REVIEWS_DIR
 
     ledger = app.ledger()
-    with writer_lock(app.ws.state_dir / "writer.lock", 30.0), ledger.transaction() as conn:
+    with writer_lock(app.ws.state_dir, ledger, 30.0), ledger.transaction() as conn:
         gen = state.generation(conn, generation) if generation else state.require_head(conn)
         result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
 
@@ -496,7 +496,7 @@ def index_rebuild(app: App, generation: str | None, as_json: bool) -> None:
     from .storage.lock import writer_lock
 
     ledger = app.ledger()
-    with writer_lock(app.ws.state_dir / "writer.lock", 30.0), ledger.reading() as conn:
+    with writer_lock(app.ws.state_dir, ledger, 30.0), ledger.reading() as conn:
         gen = state.generation(conn, generation) if generation else state.require_head(conn)
         result = rebuild(app.ws.index_dir, conn, app.blobs, gen)
 

@@ -62,7 +62,7 @@ from ..storage.statcache import StatCache
 from ..workspace import Candidate, Refusal, Workspace
 from . import state
 from .files import FileResult, FileTask, adapter_key, now_iso, process_file, source_id_for
-from .indexing import SourceForIndex, index_rows
+from .indexing import SourceForIndex, index_rows, rebuild
 from .manual import ManualResult, resolve_manual
 
 PARALLEL_THRESHOLD = 64
@@ -82,6 +82,7 @@ class IngestReport:
     claims_added: int = 0
     claims_removed: int = 0
     bytes_read: int = 0
+    index_rebuilt: bool = False
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -100,6 +101,7 @@ class IngestReport:
                 "claims_removed": self.claims_removed,
                 "bytes_read": self.bytes_read,
             },
+            "index_rebuilt": self.index_rebuilt,
             "findings": [f.to_json() for f in sorted(self.findings)],
             "seconds": round(self.seconds, 3),
         }
@@ -156,7 +158,7 @@ def ingest(
     started_at = now_iso()
     jobs = jobs or min(os.cpu_count() or 1, 8)
     blobs = DiskBlobStore(ws.raw_dir)
-    with writer_lock(ws.state_dir / "writer.lock", lock_timeout):
+    with writer_lock(ws.state_dir, ledger, lock_timeout):
         with ledger.reading() as conn:
             parent = state.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)
@@ -226,6 +228,12 @@ def ingest(
         stat_entries = [(p, st, rev) for p, st, rev in stat_entries if rev]
 
         if not new_states.changed and not new_states.removed:
+            if parent is not None and not index_file.index_path(ws.index_dir, parent.number, parent.hash).is_file():
+                # A machine that shares the ledger (or lost its .raytsystem/indexes) gets the
+                # current generation's index back from the ledger.
+                with ledger.reading() as conn:
+                    rebuild(ws.index_dir, conn, blobs, parent)
+                report.index_rebuilt = True
             report.seconds = time.monotonic() - started
             with ledger.transaction() as conn:
                 _record_run(conn, started_at, None, report)

@@ -1,8 +1,13 @@
-"""One writer at a time per workspace.
+"""One writer at a time per workspace and per ledger.
 
-Writers (ingest, index rebuild, review) hold an exclusive `flock` on `.raytsystem/writer.lock`
-for their whole run. The kernel drops the lock when the process dies, so a crash never leaves a
-stale lock behind. A second writer waits up to `timeout` seconds, then fails with `locked`.
+Writers (ingest, index rebuild, review) hold, for their whole run:
+- an exclusive `flock` on `.raytsystem/writer.lock`, which guards the workspace's local files
+  (index files, stat cache) and, with the embedded SQLite ledger, the ledger itself;
+- with PostgreSQL, also a session advisory lock on the shared database, so two machines that
+  share one ledger never write generations at the same time.
+
+The kernel drops a flock, and PostgreSQL an advisory lock, when their holder dies, so a crash
+never leaves a stale lock. A second writer waits up to `timeout` seconds, then fails `locked`.
 """
 
 from __future__ import annotations
@@ -13,12 +18,20 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import Locked
 
+if TYPE_CHECKING:
+    from .db import Ledger
+
+# pg_advisory_lock takes a bigint key; every raytsystem process uses this fixed one.
+ADVISORY_KEY = 0x5A7C_91D3_0E4B_6F12
+_POLL = 0.05
+
 
 @contextlib.contextmanager
-def writer_lock(path: Path, timeout: float) -> Iterator[None]:
+def file_lock(path: Path, timeout: float) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -34,7 +47,7 @@ def writer_lock(path: Path, timeout: float) -> Iterator[None]:
                         f"(lock {path}); waited {timeout:g}s",
                         lock=str(path),
                     ) from None
-                time.sleep(0.05)
+                time.sleep(_POLL)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         try:
@@ -43,3 +56,37 @@ def writer_lock(path: Path, timeout: float) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def advisory_lock(ledger: Ledger, timeout: float) -> Iterator[None]:
+    from sqlalchemy import text
+
+    with ledger.engine.connect() as conn:
+        deadline = time.monotonic() + timeout
+        while not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY}).scalar():
+            conn.rollback()
+            if time.monotonic() >= deadline:
+                raise Locked(
+                    f"another raytsystem process is writing to this ledger; waited {timeout:g}s",
+                    lock="postgresql advisory lock",
+                )
+            time.sleep(_POLL)
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+            conn.commit()
+
+
+@contextlib.contextmanager
+def writer_lock(state_dir: Path, ledger: Ledger | None, timeout: float) -> Iterator[None]:
+    """The workspace's file lock, plus the ledger's advisory lock when it is PostgreSQL."""
+    deadline = time.monotonic() + timeout
+    with file_lock(state_dir / "writer.lock", timeout):
+        if ledger is not None and ledger.dialect == "postgresql":
+            with advisory_lock(ledger, max(0.0, deadline - time.monotonic())):
+                yield
+        else:
+            yield
