@@ -137,7 +137,8 @@ class Backend:
 @pytest.fixture(scope="session")
 def _pg_template() -> Any:
     if not PG_ADMIN_URL:
-        return None
+        yield None
+        return
     name = f"rt_template_{os.getpid()}"
     with _pg_admin() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')

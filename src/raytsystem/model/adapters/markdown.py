@@ -31,11 +31,18 @@ _CONTAINER_KIND: Final = {
 _CLOSERS: Final = {"list_item_close", "blockquote_close", "footnote_close"}
 
 
+# Blocks nested deeper than this are dropped by markdown-it; a finding says so. 100 levels
+# parse without approaching Python's recursion limit.
+MAX_NESTING: Final = 100
+
+
 def make_parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": True})
+    md = MarkdownIt("commonmark", {"html": True, "maxNesting": MAX_NESTING})
     md.enable(["table", "strikethrough"])
     md.use(front_matter_plugin)
-    md.use(footnote_plugin)
+    # Reference footnotes only: inline `^[...]` notes have no source position and are not
+    # part of the citation grammar, so they stay literal text.
+    md.use(footnote_plugin, inline=False)
     return md
 
 
@@ -98,13 +105,62 @@ class _Inline:
         return "".join(self.parts)
 
 
-def _fence_closed(token: Token, lines: list[str]) -> bool:
+_CONTAINER_PREFIX: Final = re.compile(r"^[\s>]*")
+_WORDS: Final = re.compile(r"[^\W_]+")
+
+
+def _fence_runs_to_end(token: Token, lines: list[str]) -> bool:
+    """A fence that is never closed and swallows the rest of the file.
+
+    (A fence left open inside a list item or quote ends with its container: no harm done.)
+    """
     assert token.map is not None
     last = token.map[1] - 1
-    if last <= token.map[0] or last >= len(lines):
+    total = len(lines) - (1 if lines and lines[-1] == "" else 0)  # as markdown-it counts
+    if token.map[1] < total or last <= token.map[0]:
         return False
-    closing = lines[last].strip()
-    return closing.startswith(token.markup) and set(closing) <= {token.markup[0]}
+    closing = _CONTAINER_PREFIX.sub("", lines[last]).strip()
+    return not (closing.startswith(token.markup) and set(closing) <= {token.markup[0]})
+
+
+def _restore_newlines(text: str, raw_lines: list[str]) -> str:
+    """Put back, as newlines, the line breaks that dropped markup swallowed.
+
+    Link destinations and titles, and code spans (where markdown-it turns a newline into a
+    space), can span raw lines without leaving a newline in the rendered text; the segment's
+    later words would then map to an earlier raw line. Walk the rendered words through the raw
+    lines and turn the spaces before a word that starts a later raw line into newlines (same
+    length, so protected spans stay valid). At most the missing number of newlines is added.
+    """
+    raw_words = [[w.casefold() for w in _WORDS.findall(line)] for line in raw_lines]
+    remaining = len(raw_lines) - 1 - text.count("\n")
+    out = list(text)
+    line, pos, last_end = 0, 0, 0
+    for m in _WORDS.finditer(text):
+        if remaining <= 0:
+            break
+        crossed = text.count("\n", last_end, m.start())  # newlines the rendering kept
+        if crossed:
+            line, pos = line + crossed, 0
+        last_end = m.end()
+        if line >= len(raw_words):
+            break
+        word = m.group().casefold()
+        if word in raw_words[line][pos:]:
+            pos = raw_words[line].index(word, pos) + 1
+            continue
+        for ahead in range(line + 1, min(len(raw_words), line + 1 + remaining)):
+            if word in raw_words[ahead]:
+                turned, k = 0, m.start() - 1
+                while turned < ahead - line and k >= 0 and out[k] == " ":
+                    out[k] = "\n"
+                    turned += 1
+                    k -= 1
+                remaining -= turned
+                line += turned
+                pos = raw_words[line].index(word) + 1 if line == ahead else 0
+                break
+    return "".join(out)
 
 
 def normalize_markdown(text: str) -> Normalized:
@@ -157,13 +213,17 @@ def normalize_markdown(text: str) -> Normalized:
             rendered = _Inline()
             rendered.render(inline.children or ())
             assert token.map is not None
+            body = rendered.text()
+            raw_span = lines[token.map[0] : token.map[1]]
+            if body.count("\n") < len(raw_span) - 1:
+                body = _restore_newlines(body, raw_span)
             in_footnote = "footnote" in containers
             seg_kind = containers[-1] if containers else "paragraph"
             if rendered.only_code and rendered.protected:
                 seg_kind = "code"
             builder.add(
                 seg_kind,
-                rendered.text(),
+                body,
                 token.map[0] + 1,
                 () if in_footnote else path(),
                 protected=tuple(rendered.protected),
@@ -175,7 +235,7 @@ def normalize_markdown(text: str) -> Normalized:
         elif kind in ("fence", "code_block"):
             assert token.map is not None
             first = token.map[0] + (1 if kind == "fence" else 0)
-            if kind == "fence" and not _fence_closed(token, lines):
+            if kind == "fence" and _fence_runs_to_end(token, lines):
                 findings.append(
                     Finding(
                         "unclosed_code_fence",
@@ -206,6 +266,14 @@ def normalize_markdown(text: str) -> Normalized:
                     "table_header" if in_table_head else "table_row", text_row, row_line, path()
                 )
         i += 1
+    if max((t.level for t in tokens), default=0) >= MAX_NESTING - 1:
+        findings.append(
+            Finding(
+                "nesting_too_deep",
+                "document",
+                f"blocks nested more than {MAX_NESTING - 1} levels deep are dropped",
+            )
+        )
     return Normalized(
         text=builder.text(),
         segments=tuple(builder.segments),

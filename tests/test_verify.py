@@ -1,0 +1,225 @@
+"""VERIFY through the CLI: a clean workspace passes; each kind of corruption of the raw blobs,
+the ledger rows or the index files is found with exit status 3, `ok: false` and its own code;
+`index rebuild` repairs a missing index.
+
+One workspace (two generations, extracted and manual claims, a verified citation) is built once;
+each corruption is made on a copy of it."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli, write
+
+FILES = {
+    "docs/payments.md": """# Payments
+
+## Retries
+
+Retries stop after at most 5 attempts. The backoff doubles each time.
+
+- Refunds take 3 business days.
+""",
+    "docs/onboarding.md": "# Onboarding\n\nNew engineers get a laptop on day one.\n",
+    "knowledge/manual/retries.md": """# Retries
+
+The gateway gives up after five tries.[^p]
+
+[^p]: docs/payments.md "at most 5 attempts"
+""",
+}
+
+
+def verify(ws: Path) -> tuple[int, dict[str, Any]]:
+    result = run_cli("verify", "--json", cwd=ws)
+    return result.code, result.json()
+
+
+def codes(body: dict[str, Any]) -> set[str]:
+    return {f["code"] for f in body["findings"]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, _workspace_template: Path) -> Path:
+    ws = tmp_path_factory.mktemp("verify") / "ws"
+    shutil.copytree(_workspace_template, ws, symlinks=True)
+    for rel, text in FILES.items():
+        write(ws, rel, text)
+    assert run_cli("ingest", "--json", cwd=ws).json()["created"] is True
+    write(ws, "docs/onboarding.md", "# Onboarding\n\nNew engineers get a laptop on day two.\n")
+    assert run_cli("ingest", "--json", cwd=ws).json()["generation"]["number"] == 2
+    return ws
+
+
+@pytest.fixture
+def copy(built: Path, tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(built, ws, symlinks=True)
+    return ws
+
+
+def test_clean_workspace_verifies(built: Path) -> None:
+    code, body = verify(built)
+    assert code == 0, body
+    assert body["ok"] is True
+    assert body["findings"] == []
+    assert body["generation"]["number"] == 2
+    for key in ("blobs", "claims", "evidence", "generations", "indexes"):
+        assert body["counts"][key] > 0, key
+    assert body["counts"]["generations"] == 2 and body["counts"]["indexes"] == 2
+    throughput = body["throughput"]
+    assert throughput["blob_bytes"] > 0
+    assert isinstance(throughput["mb_per_s"], int | float)
+    human = run_cli("verify", cwd=built)
+    assert human.code == 0
+    assert human.stdout.splitlines()[0].startswith("ok: ")
+
+
+# --- corruptions -----------------------------------------------------------------------------
+
+
+def blobs(ws: Path) -> list[Path]:
+    return sorted(
+        p for p in (ws / "_raw" / "blake3").glob("*/*") if p.is_file() and len(p.name) == 64
+    )
+
+
+def ledger_sql(sql: str) -> Callable[[Path], None]:
+    def corrupt(ws: Path) -> None:
+        conn = sqlite3.connect(ws / ".raytsystem" / "ledger.sqlite3")
+        try:
+            assert conn.execute(sql).rowcount == 1
+            conn.commit()
+        finally:
+            conn.close()
+
+    return corrupt
+
+
+def alter_blob(ws: Path) -> None:
+    path = blobs(ws)[0]
+    path.chmod(0o644)
+    path.write_bytes(path.read_bytes() + b" tampered")
+
+
+def delete_blob(ws: Path) -> None:
+    blobs(ws)[0].unlink()
+
+
+def stray_temp_file(ws: Path) -> None:
+    shard = ws / "_raw" / "blake3" / "ab"
+    shard.mkdir(exist_ok=True)
+    (shard / ".tmp-abcdef0123456789-4242-deadbeef").write_bytes(b"half a blob")
+
+
+def current_index(ws: Path) -> Path:
+    return sorted((ws / ".raytsystem" / "indexes").glob("*.sqlite3"))[-1]
+
+
+def alter_index_row(ws: Path) -> None:
+    conn = sqlite3.connect(current_index(ws))
+    try:
+        edited = conn.execute(
+            "UPDATE docs SET text = text || ' (edited)' WHERE rowid = (SELECT min(rowid) FROM docs)"
+        )
+        assert edited.rowcount == 1
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def delete_index(ws: Path) -> None:
+    current_index(ws).unlink()
+
+
+CORRUPTIONS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
+    "blob altered": (alter_blob, {"blob_corrupt"}),
+    "blob deleted": (delete_blob, {"blob_missing"}),
+    "stray temp file": (stray_temp_file, {"stray_file"}),
+    "claim statement": (
+        ledger_sql(
+            "UPDATE claims SET statement = statement || ' Not.' "
+            "WHERE rowid = (SELECT min(rowid) FROM claims)"
+        ),
+        {"id_mismatch"},
+    ),
+    "evidence end": (
+        ledger_sql(
+            'UPDATE evidence SET "end" = "end" - 1 WHERE rowid = (SELECT min(rowid) FROM evidence)'
+        ),
+        {"id_mismatch"},
+    ),
+    "claim state status": (
+        ledger_sql(
+            "UPDATE claim_states SET status = 'disputed' "
+            "WHERE id = (SELECT min(id) FROM claim_states WHERE status = 'confirmed')"
+        ),
+        {"claim_hash_mismatch"},
+    ),
+    "source state digest": (
+        ledger_sql(
+            "UPDATE source_states SET digest = '0' || substr(digest, 2) "
+            "WHERE id = (SELECT min(id) FROM source_states WHERE digest NOT LIKE '0%')"
+        ),
+        {"source_digest_mismatch"},
+    ),
+    "manifest digest": (
+        ledger_sql(
+            "UPDATE generations SET manifest_digest = '0' || substr(manifest_digest, 2) "
+            "WHERE number = 2 AND manifest_digest NOT LIKE '0%'"
+        ),
+        {"manifest_mismatch", "generation_hash_mismatch"},
+    ),
+    "index row": (alter_index_row, {"index_mismatch"}),
+    "index deleted": (delete_index, {"index_missing"}),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+def test_corruption_is_found(copy: Path, name: str) -> None:
+    corrupt, expected = CORRUPTIONS[name]
+    corrupt(copy)
+    code, body = verify(copy)
+    assert code == 3, body
+    assert body["ok"] is False
+    found = codes(body)
+    if name == "manifest digest":
+        assert found & expected, found  # either code tells the generation is wrong
+        assert found <= expected, found
+    else:
+        assert expected <= found, found
+    assert body["findings"]
+    for finding in body["findings"]:
+        assert set(finding) == {"code", "severity", "subject", "message"}
+    if name == "stray temp file":
+        [stray] = body["findings"]
+        assert stray["severity"] == "warning"
+        assert stray["subject"].endswith(".tmp-abcdef0123456789-4242-deadbeef")
+        human = run_cli("verify", cwd=copy)
+        assert human.code == 3
+        assert human.stdout.splitlines()[0].startswith("PROBLEMS FOUND: ")
+
+
+def test_index_rebuild_repairs_a_missing_index(copy: Path) -> None:
+    # Rebuilding an intact index gives the same rows.
+    rebuilt = run_cli("index", "rebuild", "--json", cwd=copy).json()
+    assert rebuilt["generation"]["number"] == 2
+    assert rebuilt["previous_rows_digest"] == rebuilt["rows_digest"]
+    assert rebuilt["same_as_previous"] is True
+    # A deleted index: verify says so, rebuild brings it back, verify is clean again.
+    digest = rebuilt["rows_digest"]
+    delete_index(copy)
+    code, body = verify(copy)
+    assert code == 3 and codes(body) == {"index_missing"}
+    again = run_cli("index", "rebuild", "--json", cwd=copy).json()
+    assert again["previous_rows_digest"] is None and again["same_as_previous"] is None
+    assert again["rows_digest"] == digest
+    code, body = verify(copy)
+    assert code == 0 and body["ok"] is True, body
+    answer = run_cli("query", "gateway gives up five tries", "--json", cwd=copy)
+    assert answer.code == 0 and answer.json()["status"] == "answered"
