@@ -55,6 +55,9 @@ def run_cli(
 ) -> Result:
     """Run `raytsystem ARGS` as a real process (the installed console script's module)."""
     full_env = {**os.environ, **(env or {})}
+    # Let the CLI processes cache their bytecode: with PYTHONDONTWRITEBYTECODE set (as on
+    # these machines), every process would recompile every module, about a second each.
+    full_env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run(
         [sys.executable, "-m", "raytsystem", *args],
         cwd=cwd,
@@ -152,7 +155,9 @@ def _pg_template() -> Any:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _pg_template: str | None) -> Any:
+def backend(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, _pg_template: str | None
+) -> Any:
     if request.param == "sqlite":
         monkeypatch.delenv("RAYTSYSTEM_DATABASE_URL", raising=False)
         yield Backend("sqlite", None)

@@ -18,7 +18,11 @@ def _start(ws: Path, *args: str, pause: str | None = None) -> subprocess.Popen[s
         env["RAYTSYSTEM_PAUSE_AT"] = pause
     return subprocess.Popen(
         [sys.executable, "-m", "raytsystem", *args],
-        cwd=ws, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ws,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -23,7 +23,9 @@ def test_the_user_loop(workspace: Path) -> None:
     first = run_cli("query", "retries stop attempts", "--json", cwd=workspace).json()
     statements = [c["claim"]["statement"] for c in first["citations"]]
     assert "Retries stop after at most 3 attempts." in statements
-    wrong = next(c["claim"]["id"] for c in first["citations"] if "3 attempts" in c["claim"]["statement"])
+    wrong = next(
+        c["claim"]["id"] for c in first["citations"] if "3 attempts" in c["claim"]["statement"]
+    )
 
     audit = run_cli("review", "--json", cwd=workspace).json()
     contradictions = [f for f in audit["findings"] if f["code"] == "possible_contradiction"]
@@ -48,7 +50,9 @@ def test_the_user_loop(workspace: Path) -> None:
     assert roles["citation"]["source_path"] == "docs/payments.md"
     assert roles["citation"]["cited_excerpt"] == "at most 5 attempts"
     for ev in top["evidence"]:
-        assert hashlib.sha256(ev["cited_excerpt"].encode()).hexdigest() == ev["cited_excerpt_sha256"]
+        assert (
+            hashlib.sha256(ev["cited_excerpt"].encode()).hexdigest() == ev["cited_excerpt_sha256"]
+        )
     assert wrong not in [c["claim"]["id"] for c in after["citations"]]
     diff = run_cli("diff", "1", "2", "--json", cwd=workspace).json()
     assert {"id": wrong, "from_status": "confirmed", "to_status": "retracted"}.items() <= next(

@@ -273,13 +273,6 @@ def test_unverifiable_citations_make_only_their_claim_unverified(
     top_claim(ws, "entries immutable once written", "Entries are immutable once written.")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a reference to an undefined footnote is never reported: markdown-it's footnote "
-    "plugin only makes a footnote_ref token when the label has a definition, so `[^ghost]` "
-    "stays plain text, model/notes.py never sees the ref (its `citation_undefined` branch is "
-    "unreachable) and the claim is confirmed with the statement '...defined.[^ghost]'",
-)
 def test_undefined_footnote_is_a_finding(kb: tuple[Path, dict[str, Any]]) -> None:
     ws, report = kb
     assert_gap(ws, "vicuna cites footnote nobody defined")
@@ -441,13 +434,6 @@ def test_retracts_and_disputes_change_statuses_until_removed(workspace: Path) ->
         assert top_claim(workspace, text, statement)["claim"]["status"] == "confirmed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: pipeline/manual.py resolve_manual computes `targets` (claim -> owner) before the "
-    "changed notes' states exist; with no parent generation (or when the target note is new in "
-    "the same ingest) a directive naming a manual claim of another note finds no owner, so step 4 "
-    "reports a false `unknown_claim_id` although step 3 applied the directive",
-)
 def test_directive_on_a_note_ingested_in_the_same_run(
     _workspace_template: Path, tmp_path: Path
 ) -> None:

@@ -127,6 +127,7 @@ def claim_chain(graph: dict[str, Any], claim_id: str) -> dict[str, str]:
 
 
 def small_graph(statement: str = HOSTILE, truncated: Any = None) -> dict[str, Any]:
+    """A two-node graph (a source and its claim) with hostile text in both."""
     claim = {
         "id": "clm_00000000000000000000000000000001",
         "kind": "claim",
@@ -178,7 +179,7 @@ def test_page_is_self_contained_with_a_strict_csp() -> None:
     page = render_page(small_graph())
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
     assert csp
-    policy = csp.group(1).replace("&#x27;", "'")
+    policy = csp.group(1)
     assert policy.startswith("default-src 'none'")
     assert "connect-src" not in policy  # static file: no fetches at all
     assert "img-src data:" in policy
@@ -586,6 +587,7 @@ def test_browser_static_file(browser: Any, universe_ws: Path) -> None:
     # Each lens draws its own subset.
     for lens, kinds in (("evidence", {"raw", "segment"}), ("sources", {"source"})):
         browser.find_element(By.ID, f"rt-lens-{lens}").click()
+        browser.find_element(By.ID, "rt-fit").click()
         some = next(i for i, n in nodes.items() if n["kind"] in kinds)
         assert browser.execute_script(
             "return window.raytsystemUniverse.nodeScreenPosition(arguments[0]) !== null", some
@@ -820,6 +822,7 @@ def test_browser_20000_nodes(browser: Any, tmp_path: Path) -> None:
     draw_ms = {}
     for lens in ("knowledge", "all"):
         browser.find_element(By.ID, f"rt-lens-{lens}").click()
+        browser.find_element(By.ID, "rt-fit").click()
         draw_ms[lens] = [
             round(browser.execute_script("return window.raytsystemUniverse.measureDraw()"), 1)
             for _ in range(3)
@@ -839,6 +842,27 @@ def test_browser_20000_nodes(browser: Any, tmp_path: Path) -> None:
     click_node(browser, claim["id"])
     wait_for(browser, lambda: claim["hash"] in panel_text(browser), 10, "details of a clicked node")
     browser.save_screenshot(str(_artifact("universe-20k.png")))
+
+
+@needs_browser
+def test_browser_reduced_motion(browser: Any, tmp_path: Path) -> None:
+    """With prefers-reduced-motion the layout settles without animated previews."""
+    page = tmp_path / "calm.html"
+    page.write_text(render_page(synthetic_graph(6_000, truncated=False)), encoding="utf-8")
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-reduced-motion", "value": "reduce"}]},
+    )
+    try:
+        load(browser, page.as_uri())
+        stats = browser.execute_script("return window.raytsystemUniverse.stats()")
+        assert stats["reducedMotion"] is True
+        assert stats["previews"] == 0
+        assert stats["drawnNodes"] > 0 and painted_pixels(browser) > 1_000
+        assert browser.find_elements("id", "rt-truncated") == []
+        assert console_errors(browser) == []
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
 @needs_browser

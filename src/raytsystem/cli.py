@@ -482,12 +482,23 @@ def verify(app: App, as_json: bool) -> None:
 
 @cli.command("eval")
 @click.argument("dataset", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--k", type=click.IntRange(1, 50), help="Cut-off for recall@k and MRR@k (default: the dataset's, else 10).")
+@click.option(
+    "--k",
+    type=click.IntRange(1, 50),
+    help="Cut-off for recall@k and MRR@k (default: the dataset's, else 10).",
+)
 @click.option("--min-recall", type=float, help="Exit 3 when recall@k is below this.")
 @click.option("--generation", "-g", help="Evaluate against this generation.")
 @json_option
 @click.pass_obj
-def eval_command(app: App, dataset: Path, k: int | None, min_recall: float | None, generation: str | None, as_json: bool) -> None:
+def eval_command(
+    app: App,
+    dataset: Path,
+    k: int | None,
+    min_recall: float | None,
+    generation: str | None,
+    as_json: bool,
+) -> None:
     """Measure retrieval quality on DATASET.json: recall@k, MRR, citation precision, contamination."""
     from .pipeline.evaluate import evaluate, load_dataset
 
@@ -504,19 +515,30 @@ def eval_command(app: App, dataset: Path, k: int | None, min_recall: float | Non
 
     def human(r: dict[str, Any]) -> None:
         kk = r["k"]
-        click.echo(f"{r['dataset']}: {m['cases']} cases, generation {r['generation']['number'] if r['generation'] else '-'}")
+        click.echo(
+            f"{r['dataset']}: {m['cases']} cases, generation {r['generation']['number'] if r['generation'] else '-'}"
+        )
         rows = [
-            (f"recall@{kk}", m["recall_at_k"]), (f"MRR@{kk}", m["mrr_at_k"]), ("top-1", m["top1"]),
-            (f"claim recall@{kk}", m["claim_recall_at_k"]), ("citation precision", m["citation_precision"]),
-            ("contamination", m["contamination"]), ("must contain", m["must_contain"]),
-            ("must not contain", m["must_not_contain"]), ("repeatable", m["repeatable"]),
+            (f"recall@{kk}", m["recall_at_k"]),
+            (f"MRR@{kk}", m["mrr_at_k"]),
+            ("top-1", m["top1"]),
+            (f"claim recall@{kk}", m["claim_recall_at_k"]),
+            ("citation precision", m["citation_precision"]),
+            ("contamination", m["contamination"]),
+            ("must contain", m["must_contain"]),
+            ("must not contain", m["must_not_contain"]),
+            ("repeatable", m["repeatable"]),
         ]
         for name, value in rows:
             if value is not None:
                 click.echo(f"  {name:<20} {value:.4f}")
-        click.echo(f"  {'latency p50 / p95':<20} {m['latency_ms']['p50']:.1f} / {m['latency_ms']['p95']:.1f} ms")
+        click.echo(
+            f"  {'latency p50 / p95':<20} {m['latency_ms']['p50']:.1f} / {m['latency_ms']['p95']:.1f} ms"
+        )
         if failed:
-            click.echo(f"FAILED: recall@{kk} {m['recall_at_k']:.4f} is below --min-recall {min_recall}")
+            click.echo(
+                f"FAILED: recall@{kk} {m['recall_at_k']:.4f} is below --min-recall {min_recall}"
+            )
 
     emit(result, as_json, human)
     if failed:
@@ -537,7 +559,13 @@ def _universe_api(app: App) -> Any:
 @cli.command()
 @click.option("--generation", "-g", help="Draw this generation (default: the current one).")
 @click.option("--max-nodes", type=click.IntRange(100, 200_000), default=20_000, show_default=True)
-@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("universe.html"), show_default=True)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("universe.html"),
+    show_default=True,
+)
 @json_option
 @click.pass_obj
 def universe(app: App, generation: str | None, max_nodes: int, out: Path, as_json: bool) -> None:
@@ -547,19 +575,30 @@ def universe(app: App, generation: str | None, max_nodes: int, out: Path, as_jso
     data = _universe_api(app).graph(generation, max_nodes)
     target = out if out.is_absolute() else app.cwd / out
     target.write_text(render_page(data), encoding="utf-8")
-    result = {"path": str(target), "generation": data["generation"], "counts": data["counts"], "truncated": data["truncated"]}
+    result = {
+        "path": str(target),
+        "generation": data["generation"],
+        "counts": data["counts"],
+        "truncated": data["truncated"],
+    }
 
     def human(r: dict[str, Any]) -> None:
         c = r["counts"]
-        click.echo(f"wrote {r['path']}: {c['nodes']} nodes, {c['edges']} edges (generation {r['generation']['number']})")
+        click.echo(
+            f"wrote {r['path']}: {c['nodes']} nodes, {c['edges']} edges (generation {r['generation']['number']})"
+        )
         if r["truncated"]:
-            click.echo(f"  {r['truncated']['claims_left_out']} claims left out to stay under {max_nodes} nodes")
+            click.echo(
+                f"  {r['truncated']['claims_left_out']} claims left out to stay under {max_nodes} nodes"
+            )
 
     emit(result, as_json, human)
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only: other binds are refused.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Loopback only: other binds are refused."
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.pass_obj
 def serve(app: App, host: str, port: int) -> None:
@@ -571,7 +610,10 @@ def serve(app: App, host: str, port: int) -> None:
     except ValueError:
         loopback = host == "localhost"
     if not loopback:
-        raise UsageError(f"serve binds to loopback only, not {host!r}: the API is unauthenticated", code="bind_refused")
+        raise UsageError(
+            f"serve binds to loopback only, not {host!r}: the API is unauthenticated",
+            code="bind_refused",
+        )
     from .universe.server import serve as run
 
     run(_universe_api(app), host, port)
@@ -599,7 +641,9 @@ def index_rebuild(app: App, generation: str | None, as_json: bool) -> None:
 
     def human(r: dict[str, Any]) -> None:
         g = r["generation"]
-        click.echo(f"index of generation {g['number']} {g['hash'][:16]} rebuilt: {r['documents']} documents")
+        click.echo(
+            f"index of generation {g['number']} {g['hash'][:16]} rebuilt: {r['documents']} documents"
+        )
         click.echo(f"  rows digest {r['rows_digest']}")
         if r["previous_rows_digest"]:
             same = "same as" if r["same_as_previous"] else "DIFFERENT from"

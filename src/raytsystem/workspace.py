@@ -202,7 +202,9 @@ class Workspace:
         items.sort(key=lambda item: item.path)
         yield from items
 
-    def _walk(self, base: Path, real_root: Path, refusals: list[Refusal]) -> Iterator[tuple[str, Path]]:
+    def _walk(
+        self, base: Path, real_root: Path, refusals: list[Refusal]
+    ) -> Iterator[tuple[str, Path]]:
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             rel_dir = "" if rel_dir == "." else rel_dir
@@ -219,8 +221,11 @@ class Workspace:
                     except ValueError:
                         rel = f"{rel_dir}/{d}" if rel_dir else d
                         refusals.append(
-                            Refusal(unicodedata.normalize("NFC", rel), "symlink_outside",
-                                    "symlinked folder leaves the workspace")
+                            Refusal(
+                                unicodedata.normalize("NFC", rel),
+                                "symlink_outside",
+                                "symlinked folder leaves the workspace",
+                            )
                         )
             for name in filenames:
                 rel = f"{rel_dir}/{name}" if rel_dir else name

@@ -5,9 +5,11 @@ built from the ledger. It records the generation hash it was built for and a dig
 (a digest of per-source digests, so a delta never re-reads the whole index), and QUERY refuses
 an index whose recorded generation is not the one it answers from.
 
-Two FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed claims
-QUERY answers from; `segments_fts` has every segment, for browsing with `search`. `docs` holds
-what a hit needs to be displayed and then checked against the ledger.
+Three FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed
+claims QUERY answers from; `segments_fts` has every segment, for browsing with `search`;
+`sources_fts` has one row per source with all its text, which QUERY uses as the context of a
+claim (is this document about the question at all?). `docs` holds what a hit needs to be
+displayed and then checked against the ledger.
 
 A new generation's index is the parent's file copied and patched with the changed sources'
 rows, so its cost follows the change; `build` without a parent writes everything.
@@ -28,7 +30,7 @@ from typing import Final
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "1"
+FORMAT: Final = "2"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 SCHEMA: Final = f"""
@@ -50,12 +52,15 @@ CREATE INDEX docs_source ON docs (source_id);
 CREATE TABLE source_digests (source_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
 CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE segments_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
+CREATE VIRTUAL TABLE sources_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 """
+# Which FTS5 table holds the rows of each kind of document.
+FTS_TABLES: Final = {"claim": "claims_fts", "segment": "segments_fts", "source": "sources_fts"}
 
 
 @dataclass(frozen=True)
 class IndexRow:
-    kind: str  # "claim" | "segment"
+    kind: str  # "claim" | "segment" | "source"
     object_id: str
     object_hash: str
     source_id: str
@@ -124,7 +129,7 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
                 row.text,
             ),
         )
-        table = "claims_fts" if row.kind == "claim" else "segments_fts"
+        table = FTS_TABLES[row.kind]
         cursor.execute(
             f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
             (cursor.lastrowid, row.terms, row.heading_terms, row.path_terms),
@@ -133,7 +138,7 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
 
 def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None:
     for source_id in source_ids:
-        for table, kind in (("claims_fts", "claim"), ("segments_fts", "segment")):
+        for kind, table in FTS_TABLES.items():
             conn.execute(
                 f"DELETE FROM {table} WHERE rowid IN "
                 "(SELECT rowid FROM docs WHERE source_id = ? AND kind = ?)",
@@ -167,8 +172,12 @@ def build(
             shutil.copyfile(parent, tmp)
         conn = _connect(tmp)
         try:
+            if parent is None:
+                conn.executescript(SCHEMA)
             conn.execute("BEGIN")
             if parent is not None:
+                if read_meta(conn).get("format") != FORMAT:
+                    raise IntegrityError("parent index has another format", code="index_format")
                 recorded = read_meta(conn).get("generation_hash")
                 if recorded != parent_hash:
                     raise IntegrityError(
@@ -177,9 +186,6 @@ def build(
                         code="index_generation_mismatch",
                     )
                 _delete_sources(conn, [*removed, *changed])
-            else:
-                conn.executescript(SCHEMA)
-                conn.execute("BEGIN")
             digests = {}
             for source_id, rows in changed.items():
                 _insert(conn, rows)
@@ -214,6 +220,21 @@ def build(
     return total
 
 
+def usable(path: Path, generation_hash: str) -> bool:
+    """Whether `path` is an index of this format recorded for `generation_hash`."""
+    if not path.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            meta = read_meta(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False
+    return meta.get("format") == FORMAT and meta.get("generation_hash") == generation_hash
+
+
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta"))
 
@@ -235,7 +256,13 @@ def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]
             raise IntegrityError(
                 f"index {path.name} is unreadable: {exc}", code="index_corrupt"
             ) from exc
-        if meta.get("generation_hash") != generation_hash or meta.get("format") != FORMAT:
+        if meta.get("format") != FORMAT:
+            raise NotFound(
+                f"index {path.name} has format {meta.get('format')}, this raytsystem reads "
+                f"format {FORMAT}: run `raytsystem index rebuild`",
+                code="index_missing",
+            )
+        if meta.get("generation_hash") != generation_hash:
             raise IntegrityError(
                 f"index {path.name} records generation {meta.get('generation_hash')}, "
                 f"not {generation_hash}",
@@ -257,7 +284,7 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
         SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
                d.segment_kind, d.authority, d.status, d.text, f.terms, f.heading, f.path
         FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
-    for table, kind in (("claims_fts", "claim"), ("segments_fts", "segment")):
+    for kind, table in FTS_TABLES.items():
         for r in conn.execute(query.format(table=table), (kind,)):
             by_source.setdefault(r[3], []).append(IndexRow(*r))
     recorded = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
@@ -268,10 +295,7 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
     if rows_digest(recorded) != meta.get("rows_digest"):
         problems.append("the recorded rows digest does not match the per-source digests")
     docs = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
-    fts = sum(
-        conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        for t in ("claims_fts", "segments_fts")
-    )
+    fts = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in FTS_TABLES.values())
     if docs != fts:
         problems.append(f"{docs} documents but {fts} full-text rows")
     return problems

@@ -33,6 +33,8 @@ ENTITIES_PATH: Final = "knowledge/manual/entities.md"
 _CITATION: Final = re.compile(r'\s*(?P<path>[^\s"“”]+)\s+["“](?P<quote>[^"“”]+)["”]')
 _ENTITY: Final = re.compile(r"^(?P<name>[^:—–]+?)\s*(?::|—|–| - )\s*(?P<description>.+)$", re.S)
 _CLAIM_ID: Final = re.compile(r"^clm_[0-9a-f]{32}$")
+# A footnote reference markdown-it left as text: its label has no definition.
+_UNDEFINED_REF: Final = re.compile(r"\[\^([^\]\s]+)\]")
 
 
 def is_note(path: str) -> bool:
@@ -109,7 +111,9 @@ def parse_note(
     for seg in normalized.segments:
         if seg.kind == "footnote" and seg.label is not None:
             body = normalized.text[seg.start : seg.end]
-            definitions[seg.label] = (definitions[seg.label] + " " + body) if seg.label in definitions else body
+            definitions[seg.label] = (
+                (definitions[seg.label] + " " + body) if seg.label in definitions else body
+            )
     claims: list[ClaimRow] = []
     evidence: list[EvidenceRow] = []
     entries: list[dict[str, Any]] = []
@@ -121,7 +125,9 @@ def parse_note(
         if path == ENTITIES_PATH and seg.kind == "list_item":
             m = _ENTITY.match(" ".join(normalized.text[seg.start : seg.end].split()))
             if m:
-                entities.append({"name": m.group("name").strip(), "description": m.group("description").strip()})
+                entities.append(
+                    {"name": m.group("name").strip(), "description": m.group("description").strip()}
+                )
         if seg.kind not in PROSE_KINDS or seg.kind == "footnote" or meta.status == "draft":
             continue
         seg_row = segments[ordinal]
@@ -132,12 +138,19 @@ def parse_note(
             sha = sha256_hex(normalized.text[sentence.start : sentence.end])
             eid = evidence_id(cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
             claims.append(ClaimRow(cid, source_id, "manual", sentence.statement, occurrence))
-            evidence.append(EvidenceRow(eid, cid, seg_row.id, sentence.start, sentence.end, sha, "statement"))
+            evidence.append(
+                EvidenceRow(eid, cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
+            )
             citations: list[dict[str, str]] = []
             problems: list[dict[str, str]] = []
             for label in sentence.refs:
                 if label not in definitions:
-                    problems.append({"code": "citation_undefined", "message": f"footnote [^{label}] has no definition"})
+                    problems.append(
+                        {
+                            "code": "citation_undefined",
+                            "message": f"footnote [^{label}] has no definition",
+                        }
+                    )
                     continue
                 pairs = parse_citations(definitions[label])
                 if pairs is None:
@@ -149,6 +162,13 @@ def parse_note(
                     )
                     continue
                 citations.extend({"label": label, "path": p, "quote": q} for p, q in pairs)
+            for label in _UNDEFINED_REF.findall(normalized.text[sentence.start : sentence.end]):
+                problems.append(
+                    {
+                        "code": "citation_undefined",
+                        "message": f"footnote [^{label}] has no definition",
+                    }
+                )
             rel_start = sentence.start - seg.start
             rel_end = sentence.end - seg.start
             entries.append(

@@ -41,7 +41,8 @@ _RUSSIAN: Final = Stemmer.Stemmer("russian")
 
 # Words too common to carry meaning in a question; they are dropped from queries only.
 STOPWORDS: Final = frozenset(
-    """a an and are as at be but by can do does for from has have how i if in into is it its
+    """a about also an and any are as at be but by can do does for from has have how i if in into is
+    it its many much please some tell
     me my no not of on or our should so than that the their them then there these they this to
     was we were what when where which who why will with you your
     и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее мне

@@ -69,8 +69,12 @@ def load_dataset(path: Path) -> Dataset:
     try:
         return Dataset.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-        raise UsageError(f"{path} is not a raytsystem eval dataset: {problems}", code="dataset_invalid") from exc
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise UsageError(
+            f"{path} is not a raytsystem eval dataset: {problems}", code="dataset_invalid"
+        ) from exc
 
 
 def _ranked(body: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -85,7 +89,9 @@ def _ranked(body: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _without_timing(body: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in body.items() if k != "timing"}, sort_keys=True, ensure_ascii=False)
+    return json.dumps(
+        {k: v for k, v in body.items() if k != "timing"}, sort_keys=True, ensure_ascii=False
+    )
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -96,7 +102,12 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def evaluate(
-    reader: Reader, blobs: BlobStore, index_dir: Path, dataset: Dataset, *, k: int | None = None,
+    reader: Reader,
+    blobs: BlobStore,
+    index_dir: Path,
+    dataset: Dataset,
+    *,
+    k: int | None = None,
     generation: str | None = None,
 ) -> dict[str, Any]:
     k = k or dataset.k
@@ -104,8 +115,15 @@ def evaluate(
     rows = []
     latencies: list[float] = []
     sums: dict[str, list[float]] = {
-        "recall_at_k": [], "mrr_at_k": [], "top1": [], "claim_recall_at_k": [], "claim_top1": [],
-        "citation_precision": [], "contamination": [], "must_contain": [], "must_not_contain": [],
+        "recall_at_k": [],
+        "mrr_at_k": [],
+        "top1": [],
+        "claim_recall_at_k": [],
+        "claim_top1": [],
+        "citation_precision": [],
+        "contamination": [],
+        "must_contain": [],
+        "must_not_contain": [],
         "repeatable": [],
     }
     for case in dataset.cases:
@@ -113,7 +131,9 @@ def evaluate(
         for _ in range(2):
             started = time.perf_counter()
             try:
-                body = query(reader, blobs, index_dir, case.query, limit=limit, generation=generation)
+                body = query(
+                    reader, blobs, index_dir, case.query, limit=limit, generation=generation
+                )
             except RaytError as exc:
                 body = exc.to_json()
             latencies.append((time.perf_counter() - started) * 1000)
@@ -121,8 +141,12 @@ def evaluate(
         body = runs[0]
         paths, claims = _ranked(body)
         top = paths[:k]
-        row: dict[str, Any] = {"id": case.id, "query": case.query, "status": body.get("status", "error"),
-                               "ranked_paths": top}
+        row: dict[str, Any] = {
+            "id": case.id,
+            "query": case.query,
+            "status": body.get("status", "error"),
+            "ranked_paths": top,
+        }
         if "error" in body:
             row["error"] = body["error"]
         if case.expect_paths:
@@ -133,22 +157,31 @@ def evaluate(
             row["mrr_at_k"] = 1 / first if first else 0.0
             row["top1"] = 1.0 if top and top[0] in expected else 0.0
             cited_paths = [
-                ev["source_path"] for c in body.get("citations", [])[:k] for ev in c["evidence"] if ev["role"] == "statement"
+                ev["source_path"]
+                for c in body.get("citations", [])[:k]
+                for ev in c["evidence"]
+                if ev["role"] == "statement"
             ]
             if cited_paths:
-                row["citation_precision"] = sum(p in expected for p in cited_paths) / len(cited_paths)
+                row["citation_precision"] = sum(p in expected for p in cited_paths) / len(
+                    cited_paths
+                )
         if case.expect_claims:
             expected_claims = set(case.expect_claims)
             row["claim_recall_at_k"] = len(expected_claims & set(claims[:k])) / len(expected_claims)
             row["claim_top1"] = 1.0 if claims and claims[0] in expected_claims else 0.0
         if case.forbidden_paths:
-            cited_all = {ev["source_path"] for c in body.get("citations", []) for ev in c["evidence"]}
+            cited_all = {
+                ev["source_path"] for c in body.get("citations", []) for ev in c["evidence"]
+            }
             row["contamination"] = 1.0 if cited_all & set(case.forbidden_paths) else 0.0
         answer = body.get("answer", "")
         if case.must_contain:
             row["must_contain"] = 1.0 if all(t in answer for t in case.must_contain) else 0.0
         if case.must_not_contain:
-            row["must_not_contain"] = 1.0 if not any(t in answer for t in case.must_not_contain) else 0.0
+            row["must_not_contain"] = (
+                1.0 if not any(t in answer for t in case.must_not_contain) else 0.0
+            )
         row["repeatable"] = 1.0 if _without_timing(runs[0]) == _without_timing(runs[1]) else 0.0
         for key in sums:
             if key in row:
@@ -156,7 +189,10 @@ def evaluate(
         rows.append(row)
     metrics = {key: (round(sum(v) / len(v), 4) if v else None) for key, v in sums.items()}
     metrics["cases"] = len(dataset.cases)
-    metrics["latency_ms"] = {"p50": round(_percentile(latencies, 0.5), 2), "p95": round(_percentile(latencies, 0.95), 2)}
+    metrics["latency_ms"] = {
+        "p50": round(_percentile(latencies, 0.5), 2),
+        "p95": round(_percentile(latencies, 0.95), 2),
+    }
     return {
         "schema_version": "1",
         "dataset": dataset.name,

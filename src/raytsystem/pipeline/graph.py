@@ -40,14 +40,21 @@ def _label(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, Any]:
+def graph(
+    conn: Connection, generation: state.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES
+) -> dict[str, Any]:
     sources = state.active_sources(conn, generation.number)
     by_source_id = {a.source_id: a for a in sources.values()}
     notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
     claim_rows = conn.execute(
         select(
-            ClaimStateRow.claim_id, ClaimStateRow.source_id, ClaimStateRow.status, ClaimStateRow.claim_hash,
-            ClaimStateRow.evidence_ids, Claim.statement, Claim.authority,
+            ClaimStateRow.claim_id,
+            ClaimStateRow.source_id,
+            ClaimStateRow.status,
+            ClaimStateRow.claim_hash,
+            ClaimStateRow.evidence_ids,
+            Claim.statement,
+            Claim.authority,
         )
         .join(Claim, Claim.id == ClaimStateRow.claim_id)
         .where(state.active(ClaimStateRow, generation.number))
@@ -55,7 +62,9 @@ def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int =
     ).all()
 
     entities = {
-        entity_id(e["name"]): e for n in sorted(notes.values(), key=lambda n: n.path) for e in n.meta.get("entities", [])
+        entity_id(e["name"]): e
+        for n in sorted(notes.values(), key=lambda n: n.path)
+        for e in n.meta.get("entities", [])
     }
     fixed = len(sources) + len(entities)
     must = [r for r in claim_rows if r.authority == "manual" or r.status != "confirmed"]
@@ -71,17 +80,29 @@ def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int =
         note = notes.get(a.path)
         nodes.append(
             {
-                "id": a.source_id, "kind": "note" if note else "source", "label": a.path,
-                "path": a.path, "revision_id": a.revision_id,
+                "id": a.source_id,
+                "kind": "note" if note else "source",
+                "label": a.path,
+                "path": a.path,
+                "revision_id": a.revision_id,
                 "note_status": note.meta["note"]["status"] if note else None,
             }
         )
-        nodes.append({"id": a.revision_id, "kind": "revision", "label": a.revision_id, "source_id": a.source_id})
+        nodes.append(
+            {
+                "id": a.revision_id,
+                "kind": "revision",
+                "label": a.revision_id,
+                "source_id": a.source_id,
+            }
+        )
         nodes.append({"id": f"raw:{a.blob}", "kind": "raw", "label": a.blob[:16], "blake3": a.blob})
         edges.append({"source": a.revision_id, "target": a.source_id, "kind": "revision_of"})
         edges.append({"source": a.revision_id, "target": f"raw:{a.blob}", "kind": "raw"})
     for eid, e in sorted(entities.items()):
-        nodes.append({"id": eid, "kind": "entity", "label": e["name"], "description": e["description"]})
+        nodes.append(
+            {"id": eid, "kind": "entity", "label": e["name"], "description": e["description"]}
+        )
 
     evidence_ids = [e for r in kept for e in json.loads(r.evidence_ids)]
     evidence = _evidence(conn, evidence_ids)
@@ -90,16 +111,28 @@ def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int =
     for seg_id in segment_ids:
         if seg_id in segments:
             kind, heading, revision = segments[seg_id]
-            nodes.append({"id": seg_id, "kind": "segment", "label": f"{kind}: {' › '.join(heading)}" if heading else kind,
-                          "segment_kind": kind})
+            nodes.append(
+                {
+                    "id": seg_id,
+                    "kind": "segment",
+                    "label": f"{kind}: {' › '.join(heading)}" if heading else kind,
+                    "segment_kind": kind,
+                }
+            )
             edges.append({"source": seg_id, "target": revision, "kind": "in_revision"})
     claim_ids = set()
     for r in kept:
         claim_ids.add(r.claim_id)
         nodes.append(
             {
-                "id": r.claim_id, "kind": "claim", "label": _label(r.statement), "statement": r.statement,
-                "status": r.status, "authority": r.authority, "hash": r.claim_hash, "source_id": r.source_id,
+                "id": r.claim_id,
+                "kind": "claim",
+                "label": _label(r.statement),
+                "statement": r.statement,
+                "status": r.status,
+                "authority": r.authority,
+                "hash": r.claim_hash,
+                "source_id": r.source_id,
                 "path": by_source_id[r.source_id].path if r.source_id in by_source_id else None,
             }
         )
@@ -107,7 +140,13 @@ def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int =
         for eid in json.loads(r.evidence_ids):
             if eid in evidence:
                 role, seg_id = evidence[eid][0], evidence[eid][1]
-                edges.append({"source": r.claim_id, "target": seg_id, "kind": "evidence" if role == "statement" else "cites"})
+                edges.append(
+                    {
+                        "source": r.claim_id,
+                        "target": seg_id,
+                        "kind": "evidence" if role == "statement" else "cites",
+                    }
+                )
     edges.extend(_note_edges(notes.values(), sources, entities, claim_ids))
     node_ids = {n["id"] for n in nodes}
     edges = [e for e in edges if e["source"] in node_ids and e["target"] in node_ids]
@@ -116,10 +155,19 @@ def graph(conn: Connection, generation: state.GenerationRef, *, max_nodes: int =
         "schema_version": "1",
         "generation": generation.to_json(),
         "counts": {
-            "sources": len(sources), "claims": len(claim_rows), "entities": len(entities),
-            "nodes": len(nodes), "edges": len(edges),
+            "sources": len(sources),
+            "claims": len(claim_rows),
+            "entities": len(entities),
+            "nodes": len(nodes),
+            "edges": len(edges),
         },
-        "truncated": {"claims_left_out": left_out, "claims_shown": len(kept), "max_nodes": max_nodes} if left_out else None,
+        "truncated": {
+            "claims_left_out": left_out,
+            "claims_shown": len(kept),
+            "max_nodes": max_nodes,
+        }
+        if left_out
+        else None,
         "nodes": nodes,
         "edges": sorted(edges, key=lambda e: (e["kind"], e["source"], e["target"])),
     }
@@ -148,7 +196,10 @@ def _segments(conn: Connection, ids: list[str]) -> dict[str, tuple[str, list[str
 
 
 def _note_edges(
-    notes: Iterable[Note], sources: dict[str, state.ActiveSource], entities: dict[str, Any], claim_ids: set[str]
+    notes: Iterable[Note],
+    sources: dict[str, state.ActiveSource],
+    entities: dict[str, Any],
+    claim_ids: set[str],
 ) -> list[dict[str, str]]:
     names = {e["name"].casefold(): eid for eid, e in entities.items()}
     edges = []
@@ -156,11 +207,19 @@ def _note_edges(
         for entry in note.meta["claims"]:
             for link in entry.get("links", []):
                 if link.casefold() in names:
-                    edges.append({"source": entry["id"], "target": names[link.casefold()], "kind": "mentions"})
+                    edges.append(
+                        {
+                            "source": entry["id"],
+                            "target": names[link.casefold()],
+                            "kind": "mentions",
+                        }
+                    )
         for link in note.meta["links"]:
             target = _note_target(link, sources)
             if link.casefold() in names:
-                edges.append({"source": note.source_id, "target": names[link.casefold()], "kind": "links"})
+                edges.append(
+                    {"source": note.source_id, "target": names[link.casefold()], "kind": "links"}
+                )
             elif target:
                 edges.append({"source": note.source_id, "target": target, "kind": "links"})
         for path in note.meta["note"]["supersedes"]:
@@ -169,13 +228,23 @@ def _note_edges(
                 edges.append({"source": note.source_id, "target": target, "kind": "supersedes"})
         for cid, status in note.directives().items():
             if cid in claim_ids:
-                edges.append({"source": note.source_id, "target": cid, "kind": "retracts" if status == "retracted" else "disputes"})
+                edges.append(
+                    {
+                        "source": note.source_id,
+                        "target": cid,
+                        "kind": "retracts" if status == "retracted" else "disputes",
+                    }
+                )
     return edges
 
 
 def _note_target(link: str, sources: dict[str, state.ActiveSource]) -> str | None:
-    for candidate in (link, f"{link}.md", f"knowledge/manual/{link}", f"knowledge/manual/{link}.md"):
+    for candidate in (
+        link,
+        f"{link}.md",
+        f"knowledge/manual/{link}",
+        f"knowledge/manual/{link}.md",
+    ):
         if candidate in sources:
             return sources[candidate].source_id
     return None
-

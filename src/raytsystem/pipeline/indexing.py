@@ -112,8 +112,11 @@ def index_rows(
             text = texts.get(nid)
             if text is None:
                 text = blobs.get(text_blobs[nid] or "").decode("utf-8")
+            whole: list[str] = []
+            headings: list[str] = []
             for seg_id, sha, kind, heading, start, end in segments.get(nid, []):
                 body = text[start:end]
+                seg_terms = analyzed(body)
                 rows.append(
                     IndexRow(
                         "segment",
@@ -126,8 +129,28 @@ def index_rows(
                         "",
                         "",
                         body,
-                        analyzed(body),
+                        seg_terms,
                         heading_terms(heading),
+                        pterms,
+                    )
+                )
+                (headings if kind == "heading" else whole).append(seg_terms)
+            if whole or headings:
+                # The whole source as one document: the context QUERY weighs claims by.
+                rows.append(
+                    IndexRow(
+                        "source",
+                        source.source_id,
+                        nid,
+                        source.source_id,
+                        source.path,
+                        "[]",
+                        "",
+                        "",
+                        "",
+                        source.path,
+                        " ".join(whole),
+                        " ".join(headings),
                         pterms,
                     )
                 )
@@ -167,7 +190,9 @@ def rebuild(
         conn,
         blobs,
         [
-            SourceForIndex(a.source_id, a.path, a.normalization_id, [c for _, c in claims.get(a.source_id, [])])
+            SourceForIndex(
+                a.source_id, a.path, a.normalization_id, [c for _, c in claims.get(a.source_id, [])]
+            )
             for a in sources.values()
         ],
     )

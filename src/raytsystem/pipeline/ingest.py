@@ -228,7 +228,9 @@ def ingest(
         stat_entries = [(p, st, rev) for p, st, rev in stat_entries if rev]
 
         if not new_states.changed and not new_states.removed:
-            if parent is not None and not index_file.index_path(ws.index_dir, parent.number, parent.hash).is_file():
+            if parent is not None and not index_file.usable(
+                index_file.index_path(ws.index_dir, parent.number, parent.hash), parent.hash
+            ):
                 # A machine that shares the ledger (or lost its .raytsystem/indexes) gets the
                 # current generation's index back from the ledger.
                 with ledger.reading() as conn:
@@ -401,7 +403,11 @@ def _commit_generation(
         parent_index = (
             index_file.index_path(ws.index_dir, parent.number, parent.hash) if parent else None
         )
-        if parent_index is not None and parent_index.is_file():
+        if (
+            parent is not None
+            and parent_index is not None
+            and index_file.usable(parent_index, parent.hash)
+        ):
             rebuild = {sid: new.changed[sid] for sid in new.changed}
             sources = [
                 SourceForIndex(sid, s.path, s.normalization_id, s.claims)

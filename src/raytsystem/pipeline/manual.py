@@ -75,7 +75,10 @@ class Texts:
     """Current normalized text and segments of sources, from this ingest or the ledger."""
 
     def __init__(
-        self, conn: Connection, blobs: BlobStore, sources: dict[str, tuple[str | None, FileResult | None]]
+        self,
+        conn: Connection,
+        blobs: BlobStore,
+        sources: dict[str, tuple[str | None, FileResult | None]],
     ) -> None:
         self.conn = conn
         self.blobs = blobs
@@ -142,7 +145,7 @@ MESSAGES = {
     "citation_source_missing": "cites {path}, which is not an active source",
     "citation_ambiguous": 'the quote "{quote}" occurs more than once in {path}',
     "citation_not_found": 'the quote "{quote}" is not in the current revision of {path}',
-    "citation_malformed": 'the citation of {path} has an empty quote',
+    "citation_malformed": "the citation of {path} has an empty quote",
 }
 
 
@@ -182,16 +185,26 @@ def resolve_note(
         status = "confirmed" if ok else "unverified"
         statement = statements[cid]
         states.append(
-            ClaimState(cid, note.source_id, status, claim_hash(cid, statement, "manual", status, ev_ids), tuple(sorted(ev_ids)))
+            ClaimState(
+                cid,
+                note.source_id,
+                status,
+                claim_hash(cid, statement, "manual", status, ev_ids),
+                tuple(sorted(ev_ids)),
+            )
         )
     return states, evidence, findings
 
 
-def _statements(conn: Connection, ids: list[str], known: dict[str, str] | None = None) -> dict[str, str]:
+def _statements(
+    conn: Connection, ids: list[str], known: dict[str, str] | None = None
+) -> dict[str, str]:
     out = dict(known or {})
     missing = [i for i in ids if i not in out]
     for part in state.chunks(missing):
-        out.update(dict(conn.execute(select(Claim.id, Claim.statement).where(Claim.id.in_(part))).all()))
+        out.update(
+            dict(conn.execute(select(Claim.id, Claim.statement).where(Claim.id.in_(part))).all())
+        )
     return out
 
 
@@ -199,14 +212,22 @@ def _notes_from_ledger(conn: Connection, items: Iterable[ActiveSource]) -> dict[
     items = [a for a in items if a.normalization_id]
     metas: dict[str, str | None] = {}
     for part in state.chunks([a.normalization_id for a in items if a.normalization_id]):
-        metas.update(dict(conn.execute(select(Normalization.id, Normalization.meta).where(Normalization.id.in_(part))).all()))
+        metas.update(
+            dict(
+                conn.execute(
+                    select(Normalization.id, Normalization.meta).where(Normalization.id.in_(part))
+                ).all()
+            )
+        )
     out = {}
     for a in items:
         raw = metas.get(a.normalization_id or "")
         if raw:
             meta = json.loads(raw)
             if "claims" in meta:
-                out[a.path] = Note(a.path, a.source_id, a.revision_id, a.normalization_id or "", meta)
+                out[a.path] = Note(
+                    a.path, a.source_id, a.revision_id, a.normalization_id or "", meta
+                )
     return out
 
 
@@ -237,17 +258,21 @@ def resolve_manual(
         statements.update({c.id: c.statement for c in claims})
         notes[path] = Note(path, sid, r.revision_id, str(r.normalization["id"]), meta)
         if meta["note_error"] is None and meta["note"]["status"] == "outdated":
-            result.findings.append(Finding("note_outdated", path, "outdated note: its claims are not active", "info"))
+            result.findings.append(
+                Finding("note_outdated", path, "outdated note: its claims are not active", "info")
+            )
 
     # 2. Which notes to resolve now.
     touched_paths = set(changed) | removed_paths
     old_overlay = _overlay(parent_notes.values())
     new_overlay = _overlay(notes.values())
-    flipped = {c for c in set(old_overlay) | set(new_overlay) if old_overlay.get(c) != new_overlay.get(c)}
+    flipped = {
+        c for c in set(old_overlay) | set(new_overlay) if old_overlay.get(c) != new_overlay.get(c)
+    }
     owners = _owners(conn, parent_number, flipped, states)
-    targets = _owners(conn, parent_number, set(new_overlay), states)
     to_resolve = [
-        n for p, n in sorted(notes.items())
+        n
+        for p, n in sorted(notes.items())
         if p in changed or n.cited_paths() & touched_paths or n.source_id in owners.values()
     ]
     sources: dict[str, tuple[str | None, FileResult | None]] = {
@@ -264,13 +289,22 @@ def resolve_manual(
         result.evidence.extend(evidence)
         result.findings.extend(findings)
         states[note.source_id] = SourceState(
-            note.source_id, note.path, note.revision_id, note.normalization_id,
-            source_digest(note.source_id, note.revision_id, note.normalization_id, base), tuple(base),
+            note.source_id,
+            note.path,
+            note.revision_id,
+            note.normalization_id,
+            source_digest(note.source_id, note.revision_id, note.normalization_id, base),
+            tuple(base),
         )
         result.states[note.source_id] = states[note.source_id]
         for link in note.meta["links"]:
             if not _link_exists(link, notes, sources):
-                result.findings.append(Finding("dead_link", note.path, f"[[{link}]] links to nothing"))
+                result.findings.append(
+                    Finding("dead_link", note.path, f"[[{link}]] links to nothing")
+                )
+
+    # Owners of every directive's target, now that this ingest's notes have their states.
+    targets = _owners(conn, parent_number, set(new_overlay), states)
 
     # 3. Apply the directives to every state computed now, and to the owners of flipped claims.
     for sid in set(owners.values()) - set(states):
@@ -297,7 +331,9 @@ def resolve_manual(
             statement, authority = known[c.claim_id]
             new_claims.append(
                 ClaimState(
-                    c.claim_id, c.source_id, status,
+                    c.claim_id,
+                    c.source_id,
+                    status,
                     claim_hash(c.claim_id, statement, authority, status, c.evidence_ids),
                     c.evidence_ids,
                 )
@@ -305,7 +341,9 @@ def resolve_manual(
         claims_t = tuple(new_claims)
         if claims_t != s.claims or not s.digest:
             digest = source_digest(sid, s.revision_id, s.normalization_id, claims_t)
-            states[sid] = SourceState(sid, s.path, s.revision_id, s.normalization_id, digest, claims_t)
+            states[sid] = SourceState(
+                sid, s.path, s.revision_id, s.normalization_id, digest, claims_t
+            )
             result.states[sid] = states[sid]
 
     # 4. Directives naming claims that are not in this generation.
@@ -313,12 +351,18 @@ def resolve_manual(
     for note in sorted(notes.values(), key=lambda n: n.path):
         for cid in sorted(note.directives()):
             owner = targets.get(cid)
-            alive = owner is not None and owner not in removed and (
-                owner not in states or any(c.claim_id == cid for c in states[owner].claims)
+            alive = (
+                owner is not None
+                and owner not in removed
+                and (owner not in states or any(c.claim_id == cid for c in states[owner].claims))
             )
             if not alive and (note.path in resolved or owner in states or owner in removed):
                 result.findings.append(
-                    Finding("unknown_claim_id", note.path, f"{cid} is not an active claim of this generation")
+                    Finding(
+                        "unknown_claim_id",
+                        note.path,
+                        f"{cid} is not an active claim of this generation",
+                    )
                 )
     return result
 
@@ -349,9 +393,13 @@ def _overlay(notes: Iterable[Note]) -> dict[str, str]:
     return overlay
 
 
-def _owners(conn: Connection, parent_number: int | None, claim_ids: set[str], states: dict[str, SourceState]) -> dict[str, str]:
+def _owners(
+    conn: Connection, parent_number: int | None, claim_ids: set[str], states: dict[str, SourceState]
+) -> dict[str, str]:
     """claim ID -> source ID, for the claims active in the parent or computed now."""
-    owners = {c.claim_id: sid for sid, s in states.items() for c in s.claims if c.claim_id in claim_ids}
+    owners = {
+        c.claim_id: sid for sid, s in states.items() for c in s.claims if c.claim_id in claim_ids
+    }
     if parent_number is None:
         return owners
     from ..storage.models import ClaimState as Row
@@ -359,7 +407,9 @@ def _owners(conn: Connection, parent_number: int | None, claim_ids: set[str], st
     missing = sorted(claim_ids - set(owners))
     for part in state.chunks(missing):
         for cid, sid in conn.execute(
-            select(Row.claim_id, Row.source_id).where(Row.claim_id.in_(part), state.active(Row, parent_number))
+            select(Row.claim_id, Row.source_id).where(
+                Row.claim_id.in_(part), state.active(Row, parent_number)
+            )
         ):
             owners[cid] = sid
     return owners
@@ -370,5 +420,10 @@ def _link_exists(link: str, notes: dict[str, Note], sources: dict[str, Any]) -> 
     names = {e["name"].casefold() for n in notes.values() for e in n.meta.get("entities", [])}
     if target.casefold() in names:
         return True
-    candidates = {target, f"{target}.md", f"knowledge/manual/{target}", f"knowledge/manual/{target}.md"}
+    candidates = {
+        target,
+        f"{target}.md",
+        f"knowledge/manual/{target}",
+        f"knowledge/manual/{target}.md",
+    }
     return bool(candidates & set(sources))

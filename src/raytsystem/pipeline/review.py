@@ -61,7 +61,12 @@ class ReviewFinding:
 
     def to_json(self) -> dict[str, Any]:
         severity = next(k for k, v in SEVERITY_ORDER.items() if v == self.severity_rank)
-        return {"code": self.code, "severity": severity, "subjects": list(self.subjects), "message": self.message}
+        return {
+            "code": self.code,
+            "severity": severity,
+            "subjects": list(self.subjects),
+            "message": self.message,
+        }
 
 
 def _finding(severity: str, code: str, subjects: list[str], message: str) -> ReviewFinding:
@@ -82,8 +87,13 @@ class ActiveClaim:
 def _active_claims(conn: Connection, number: int) -> list[ActiveClaim]:
     rows = conn.execute(
         select(
-            ClaimStateRow.claim_id, ClaimStateRow.source_id, Source.path, Claim.authority,
-            Claim.statement, ClaimStateRow.status, ClaimStateRow.evidence_ids,
+            ClaimStateRow.claim_id,
+            ClaimStateRow.source_id,
+            Source.path,
+            Claim.authority,
+            Claim.statement,
+            ClaimStateRow.status,
+            ClaimStateRow.evidence_ids,
         )
         .join(Claim, Claim.id == ClaimStateRow.claim_id)
         .join(Source, Source.id == ClaimStateRow.source_id)
@@ -102,7 +112,9 @@ def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
     return key, numbers, negated
 
 
-def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -> list[ReviewFinding]:
+def audit(
+    conn: Connection, blobs: BlobStore, generation: state.GenerationRef
+) -> list[ReviewFinding]:
     number = generation.number
     findings: list[ReviewFinding] = []
     claims = _active_claims(conn, number)
@@ -123,30 +135,49 @@ def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -
                 outcome, hit = locate(texts, citation["path"], citation["quote"])
                 if hit is None:
                     reasons.append(MESSAGES[outcome].format(**citation))
-                    stale = stale or (outcome == "citation_not_found" and _cited_before(conn, claim.id, number))
+                    stale = stale or (
+                        outcome == "citation_not_found" and _cited_before(conn, claim.id, number)
+                    )
             if note.meta.get("note_error"):
                 reasons.append(note.meta["note_error"])
             findings.append(
-                _finding("warning", "unverified_claim", [claim.id, note.path],
-                         f"{claim.statement!r}: " + "; ".join(reasons or ["its citation could not be verified"]))
+                _finding(
+                    "warning",
+                    "unverified_claim",
+                    [claim.id, note.path],
+                    f"{claim.statement!r}: "
+                    + "; ".join(reasons or ["its citation could not be verified"]),
+                )
             )
             if stale:
                 findings.append(
-                    _finding("warning", "stale_citation", [claim.id, note.path],
-                             f"{claim.statement!r}: a quote it cited was verified before and is gone "
-                             "from the source's current revision")
+                    _finding(
+                        "warning",
+                        "stale_citation",
+                        [claim.id, note.path],
+                        f"{claim.statement!r}: a quote it cited was verified before and is gone "
+                        "from the source's current revision",
+                    )
                 )
         if note.meta.get("note_error"):
-            findings.append(_finding("error", "front_matter_invalid", [note.path], note.meta["note_error"]))
+            findings.append(
+                _finding("error", "front_matter_invalid", [note.path], note.meta["note_error"])
+            )
         all_paths = {a.path: (a.normalization_id, None) for a in sources.values()}
         for link in note.meta["links"]:
             if not _link_exists(link, notes, all_paths):
-                findings.append(_finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing"))
+                findings.append(
+                    _finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing")
+                )
         for cid in sorted(note.directives()):
             if cid not in by_id:
                 findings.append(
-                    _finding("warning", "unknown_claim_id", [cid, note.path],
-                             f"{note.path} retracts or disputes {cid}, which is not an active claim")
+                    _finding(
+                        "warning",
+                        "unknown_claim_id",
+                        [cid, note.path],
+                        f"{note.path} retracts or disputes {cid}, which is not an active claim",
+                    )
                 )
 
     # Duplicates and contradictions among claims that count (not retracted).
@@ -165,24 +196,34 @@ def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -
         group = groups[key]
         if len({c.source_id for c in group}) > 1:
             findings.append(
-                _finding("info", "duplicate_statement", sorted(c.id for c in group),
-                         f"{group[0].statement!r} appears in {len({c.path for c in group})} sources: "
-                         + ", ".join(sorted({c.path for c in group})))
+                _finding(
+                    "info",
+                    "duplicate_statement",
+                    sorted(c.id for c in group),
+                    f"{group[0].statement!r} appears in {len({c.path for c in group})} sources: "
+                    + ", ".join(sorted({c.path for c in group})),
+                )
             )
     for shape in sorted(shapes):
         members = shapes[shape]
         variants = {(numbers, negated) for _, numbers, negated in members}
         if len(variants) > 1:
             findings.append(
-                _finding("warning", "possible_contradiction", sorted(c.id for c, _, _ in members),
-                         f"{_HEURISTIC}: " + " | ".join(sorted({c.statement for c, _, _ in members})))
+                _finding(
+                    "warning",
+                    "possible_contradiction",
+                    sorted(c.id for c, _, _ in members),
+                    f"{_HEURISTIC}: " + " | ".join(sorted({c.statement for c, _, _ in members})),
+                )
             )
 
     # Current notes citing text whose claim is retracted or disputed.
     withdrawn = [c for c in claims if c.status in ("retracted", "disputed")]
     if withdrawn:
         spans = _statement_spans(conn, [e for c in withdrawn for e in c.evidence_ids])
-        cited = _citation_spans(conn, [e for c in claims if c.authority == "manual" for e in c.evidence_ids])
+        cited = _citation_spans(
+            conn, [e for c in claims if c.authority == "manual" for e in c.evidence_ids]
+        )
         for w in withdrawn:
             for eid in w.evidence_ids:
                 if eid not in spans:
@@ -191,9 +232,13 @@ def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -
                 for citing_claim, (cseg, cstart, cend) in cited:
                     if cseg == seg and cstart < end and start < cend:
                         findings.append(
-                            _finding("warning", f"{w.status}_still_cited", [w.id, citing_claim],
-                                     f"{by_id[citing_claim].path} cites {w.path}, whose claim "
-                                     f"{w.statement!r} is {w.status}")
+                            _finding(
+                                "warning",
+                                f"{w.status}_still_cited",
+                                [w.id, citing_claim],
+                                f"{by_id[citing_claim].path} cites {w.path}, whose claim "
+                                f"{w.statement!r} is {w.status}",
+                            )
                         )
 
     # Sources that could not be normalized.
@@ -204,7 +249,9 @@ def audit(conn: Connection, blobs: BlobStore, generation: state.GenerationRef) -
         .where(state.active(SourceState, number), Normalization.status == "failed")
     ).all()
     for path, nid, message in failed:
-        findings.append(_finding("error", "normalize_failed", [nid, path], message or "normalization failed"))
+        findings.append(
+            _finding("error", "normalize_failed", [nid, path], message or "normalization failed")
+        )
     return sorted(set(findings))
 
 
@@ -217,9 +264,14 @@ def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
     ids = {e for (ev,) in rows for e in json.loads(ev)}
     if not ids:
         return False
-    return conn.execute(
-        select(Evidence.id).where(Evidence.id.in_(sorted(ids)), Evidence.role == "citation").limit(1)
-    ).first() is not None
+    return (
+        conn.execute(
+            select(Evidence.id)
+            .where(Evidence.id.in_(sorted(ids)), Evidence.role == "citation")
+            .limit(1)
+        ).first()
+        is not None
+    )
 
 
 def _statement_spans(conn: Connection, ids: list[str]) -> dict[str, tuple[str, int, int]]:
@@ -266,7 +318,12 @@ def review(
     if conn.execute(select(Review.id).where(Review.id == review_id)).first() is None:
         conn.execute(
             insert(Review.__table__),
-            {"id": review_id, "generation_hash": generation.hash, "created_at": now_iso(), "report": body},
+            {
+                "id": review_id,
+                "generation_hash": generation.hash,
+                "created_at": now_iso(),
+                "report": body,
+            },
         )
     reviews_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{generation.number:06d}-{generation.hash[:12]}"
@@ -281,6 +338,14 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
+
+
+_MD_SPECIAL: Final = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+
+
+def md_escape(text: str) -> str:
+    """Document text as inert Markdown: every character that could be markup is escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -302,6 +367,6 @@ def render_markdown(report: dict[str, Any]) -> str:
         if f["code"] != current:
             current = f["code"]
             lines += ["", f"## {current} ({f['severity']})", ""]
-        message = f["message"].replace("\n", " ")
-        lines.append(f"- {message} — `{'`, `'.join(f['subjects'])}`")
+        subjects = ", ".join(md_escape(x) for x in f["subjects"])
+        lines.append(f"- {md_escape(f['message'])} — {subjects}")
     return "\n".join(lines).rstrip() + "\n"

@@ -65,7 +65,9 @@ class VerifyReport:
     generation: dict[str, Any] | None = None
 
     def add(self, severity: str, code: str, subject: str, message: str) -> None:
-        self.findings.append({"code": code, "severity": severity, "subject": subject, "message": message})
+        self.findings.append(
+            {"code": code, "severity": severity, "subject": subject, "message": message}
+        )
 
     @property
     def ok(self) -> bool:
@@ -82,7 +84,9 @@ class VerifyReport:
                 "hash_seconds": round(self.hash_seconds, 3),
                 "mb_per_s": round(mb / self.hash_seconds, 1) if self.hash_seconds > 0 else None,
             },
-            "findings": sorted(self.findings, key=lambda f: (f["severity"] != "error", f["code"], f["subject"])),
+            "findings": sorted(
+                self.findings, key=lambda f: (f["severity"] != "error", f["code"], f["subject"])
+            ),
             "seconds": round(self.seconds, 3),
         }
 
@@ -101,7 +105,9 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     started = time.perf_counter()
     present = set()
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
-        for n, (address, got, size) in enumerate(pool.map(lambda a: _hash_one(store, a), addresses, chunksize=64), 1):
+        for n, (address, got, size) in enumerate(
+            pool.map(lambda a: _hash_one(store, a), addresses, chunksize=64), 1
+        ):
             report.raw_bytes += size
             if got is None:
                 report.add("error", "blob_unreadable", address, f"blob {address} cannot be read")
@@ -114,7 +120,12 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     report.hash_seconds = time.perf_counter() - started
     report.counts["blobs"] = len(addresses)
     for stray in store.stray_files():
-        report.add("warning", "stray_file", str(stray.relative_to(store.root)), "not a blob: a leftover temp file or a foreign file")
+        report.add(
+            "warning",
+            "stray_file",
+            str(stray.relative_to(store.root)),
+            "not a blob: a leftover temp file or a foreign file",
+        )
     return present
 
 
@@ -122,44 +133,91 @@ def _rows(conn: Connection, stmt: Any) -> Iterator[Any]:
     yield from conn.execution_options(yield_per=5000).execute(stmt)
 
 
-def check_ledger(conn: Connection, store: DiskBlobStore, present: set[str], report: VerifyReport, progress: Progress | None) -> None:
+def check_ledger(
+    conn: Connection,
+    store: DiskBlobStore,
+    present: set[str],
+    report: VerifyReport,
+    progress: Progress | None,
+) -> None:
     for sid, path in _rows(conn, select(Source.id, Source.path)):
         report.counts["sources"] += 1
         if make_id("source", path=path) != sid:
-            report.add("error", "id_mismatch", sid, f"source {sid} does not derive from its path {path!r}")
+            report.add(
+                "error", "id_mismatch", sid, f"source {sid} does not derive from its path {path!r}"
+            )
     for rid, sid, blob in _rows(conn, select(Revision.id, Revision.source_id, Revision.blob)):
         report.counts["revisions"] += 1
         if make_id("revision", source=sid, blob=blob) != rid:
             report.add("error", "id_mismatch", rid, f"revision {rid} does not derive from its row")
         if blob not in present:
-            report.add("error", "blob_missing", rid, f"the raw blob {blob} of revision {rid} is missing or corrupt")
+            report.add(
+                "error",
+                "blob_missing",
+                rid,
+                f"the raw blob {blob} of revision {rid} is missing or corrupt",
+            )
 
     norms = {
         r[0]: r
-        for r in _rows(conn, select(
-            Normalization.id, Normalization.revision_id, Normalization.adapter, Normalization.adapter_version,
-            Normalization.config_hash, Normalization.status, Normalization.text_blob,
-        ))
+        for r in _rows(
+            conn,
+            select(
+                Normalization.id,
+                Normalization.revision_id,
+                Normalization.adapter,
+                Normalization.adapter_version,
+                Normalization.config_hash,
+                Normalization.status,
+                Normalization.text_blob,
+            ),
+        )
     }
     for nid, rev, adapter, version, config, status, blob in norms.values():
         report.counts["normalizations"] += 1
-        expected = make_id("normalization", revision=rev, adapter=adapter, adapter_version=version, config=config)
+        expected = make_id(
+            "normalization", revision=rev, adapter=adapter, adapter_version=version, config=config
+        )
         if expected != nid:
-            report.add("error", "id_mismatch", nid, f"normalization {nid} does not derive from its row")
+            report.add(
+                "error", "id_mismatch", nid, f"normalization {nid} does not derive from its row"
+            )
         if status == "ok" and blob not in present:
-            report.add("error", "blob_missing", nid, f"the text blob {blob} of normalization {nid} is missing or corrupt")
+            report.add(
+                "error",
+                "blob_missing",
+                nid,
+                f"the text blob {blob} of normalization {nid} is missing or corrupt",
+            )
 
     # Segments and evidence, one normalization's text at a time.
     evidence_by_norm: dict[str, list[Any]] = defaultdict(list)
-    for row in _rows(conn, select(
-        Evidence.id, Evidence.claim_id, Evidence.segment_id, Evidence.start, Evidence.end, Evidence.sha256,
-        Evidence.role, Segment.normalization_id,
-    ).join(Segment, Segment.id == Evidence.segment_id)):
+    for row in _rows(
+        conn,
+        select(
+            Evidence.id,
+            Evidence.claim_id,
+            Evidence.segment_id,
+            Evidence.start,
+            Evidence.end,
+            Evidence.sha256,
+            Evidence.role,
+            Segment.normalization_id,
+        ).join(Segment, Segment.id == Evidence.segment_id),
+    ):
         evidence_by_norm[row[7]].append(row)
     segments_by_norm: dict[str, list[Any]] = defaultdict(list)
-    for row in _rows(conn, select(
-        Segment.id, Segment.normalization_id, Segment.ordinal, Segment.start, Segment.end, Segment.sha256
-    )):
+    for row in _rows(
+        conn,
+        select(
+            Segment.id,
+            Segment.normalization_id,
+            Segment.ordinal,
+            Segment.start,
+            Segment.end,
+            Segment.sha256,
+        ),
+    ):
         segments_by_norm[row[1]].append(row)
     done = 0
     for nid in sorted(set(segments_by_norm) | set(evidence_by_norm)):
@@ -174,57 +232,109 @@ def check_ledger(conn: Connection, store: DiskBlobStore, present: set[str], repo
             report.counts["segments"] += 1
             spans[seg_id] = (start, end)
             if segment_id(nid, ordinal, start, end, sha) != seg_id:
-                report.add("error", "id_mismatch", seg_id, f"segment {seg_id} does not derive from its row")
+                report.add(
+                    "error", "id_mismatch", seg_id, f"segment {seg_id} does not derive from its row"
+                )
             elif text is not None and sha256_hex(text[start:end]) != sha:
-                report.add("error", "excerpt_mismatch", seg_id, f"segment {seg_id} text does not hash to its SHA-256")
+                report.add(
+                    "error",
+                    "excerpt_mismatch",
+                    seg_id,
+                    f"segment {seg_id} text does not hash to its SHA-256",
+                )
         for eid, cid, seg_id, start, end, sha, role, _n in evidence_by_norm.get(nid, []):
             report.counts["evidence"] += 1
             if evidence_id(cid, seg_id, start, end, sha, role) != eid:
-                report.add("error", "id_mismatch", eid, f"evidence {eid} does not derive from its row")
+                report.add(
+                    "error", "id_mismatch", eid, f"evidence {eid} does not derive from its row"
+                )
             elif seg_id in spans and not (spans[seg_id][0] <= start < end <= spans[seg_id][1]):
-                report.add("error", "excerpt_mismatch", eid, f"evidence {eid} lies outside its segment")
+                report.add(
+                    "error", "excerpt_mismatch", eid, f"evidence {eid} lies outside its segment"
+                )
             elif text is not None and sha256_hex(text[start:end]) != sha:
-                report.add("error", "excerpt_mismatch", eid, f"evidence {eid} excerpt does not hash to its SHA-256")
+                report.add(
+                    "error",
+                    "excerpt_mismatch",
+                    eid,
+                    f"evidence {eid} excerpt does not hash to its SHA-256",
+                )
         if progress and (done % 500 == 0):
             progress("check ledger", done, len(segments_by_norm), 0)
 
     claims = {}
-    for cid, sid, authority, statement, occurrence in _rows(conn, select(
-        Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence
-    )):
+    for cid, sid, authority, statement, occurrence in _rows(
+        conn, select(Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence)
+    ):
         report.counts["claims"] += 1
         claims[cid] = (authority, statement)
         if claim_id(sid, authority, statement, occurrence) != cid:
             report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
-    for cid, status, recorded, ev_json in _rows(conn, select(
-        ClaimStateRow.claim_id, ClaimStateRow.status, ClaimStateRow.claim_hash, ClaimStateRow.evidence_ids
-    )):
+    for cid, status, recorded, ev_json in _rows(
+        conn,
+        select(
+            ClaimStateRow.claim_id,
+            ClaimStateRow.status,
+            ClaimStateRow.claim_hash,
+            ClaimStateRow.evidence_ids,
+        ),
+    ):
         report.counts["claim_states"] += 1
         authority, statement = claims.get(cid, ("", ""))
         if claim_hash(cid, statement, authority, status, json.loads(ev_json)) != recorded:
-            report.add("error", "claim_hash_mismatch", cid, f"a state of claim {cid} does not match its recorded hash")
+            report.add(
+                "error",
+                "claim_hash_mismatch",
+                cid,
+                f"a state of claim {cid} does not match its recorded hash",
+            )
 
 
 def check_generations(conn: Connection, report: VerifyReport) -> state.GenerationRef | None:
     """Replay every generation in order and re-derive its digests and hash."""
-    gens = list(_rows(conn, select(
-        Generation.number, Generation.hash, Generation.parent_hash, Generation.manifest_digest
-    ).order_by(Generation.number)))
+    gens = list(
+        _rows(
+            conn,
+            select(
+                Generation.number,
+                Generation.hash,
+                Generation.parent_hash,
+                Generation.manifest_digest,
+            ).order_by(Generation.number),
+        )
+    )
     opened_sources: dict[int, list[Any]] = defaultdict(list)
     closed_sources: dict[int, list[Any]] = defaultdict(list)
-    for row in _rows(conn, select(
-        SourceState.id, SourceState.source_id, SourceState.revision_id, SourceState.normalization_id,
-        SourceState.digest, SourceState.gen_from, SourceState.gen_to,
-    )):
+    for row in _rows(
+        conn,
+        select(
+            SourceState.id,
+            SourceState.source_id,
+            SourceState.revision_id,
+            SourceState.normalization_id,
+            SourceState.digest,
+            SourceState.gen_from,
+            SourceState.gen_to,
+        ),
+    ):
         opened_sources[row[5]].append(row)
         if row[6] is not None:
             closed_sources[row[6]].append(row)
     opened_claims: dict[int, list[Any]] = defaultdict(list)
     closed_claims: dict[int, list[Any]] = defaultdict(list)
-    for row in _rows(conn, select(
-        ClaimStateRow.id, ClaimStateRow.claim_id, ClaimStateRow.source_id, ClaimStateRow.status,
-        ClaimStateRow.claim_hash, ClaimStateRow.evidence_ids, ClaimStateRow.gen_from, ClaimStateRow.gen_to,
-    )):
+    for row in _rows(
+        conn,
+        select(
+            ClaimStateRow.id,
+            ClaimStateRow.claim_id,
+            ClaimStateRow.source_id,
+            ClaimStateRow.status,
+            ClaimStateRow.claim_hash,
+            ClaimStateRow.evidence_ids,
+            ClaimStateRow.gen_from,
+            ClaimStateRow.gen_to,
+        ),
+    ):
         opened_claims[row[6]].append(row)
         if row[7] is not None:
             closed_claims[row[7]].append(row)
@@ -236,41 +346,80 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         report.counts["generations"] += 1
         expected_number = 1 if previous is None else previous[0] + 1
         if number != expected_number or parent != (previous[1] if previous else None):
-            report.add("error", "chain_broken", ghash, f"generation {number} does not follow generation {expected_number - 1}")
+            report.add(
+                "error",
+                "chain_broken",
+                ghash,
+                f"generation {number} does not follow generation {expected_number - 1}",
+            )
         for row in closed_sources.get(number, []):
             if sources.get(row[1], (None,))[0] == row[0]:
                 del sources[row[1]]
         for row in closed_claims.get(number, []):
             claims_of[row[2]].pop(row[1], None)
         for row in opened_claims.get(number, []):
-            claims_of[row[2]][row[1]] = ClaimState(row[1], row[2], row[3], row[4], tuple(json.loads(row[5])))
+            claims_of[row[2]][row[1]] = ClaimState(
+                row[1], row[2], row[3], row[4], tuple(json.loads(row[5]))
+            )
         touched = set()
         for row in opened_sources.get(number, []):
             sources[row[1]] = row
             touched.add(row[1])
-        touched |= {row[2] for row in opened_claims.get(number, [])} | {row[2] for row in closed_claims.get(number, [])}
+        touched |= {row[2] for row in opened_claims.get(number, [])} | {
+            row[2] for row in closed_claims.get(number, [])
+        }
         for sid in sorted(touched):
             if sid not in sources:
                 if claims_of.get(sid):
-                    report.add("error", "source_digest_mismatch", sid, f"claims of a removed source stay active in generation {number}")
+                    report.add(
+                        "error",
+                        "source_digest_mismatch",
+                        sid,
+                        f"claims of a removed source stay active in generation {number}",
+                    )
                 continue
             row = sources[sid]
             got = source_digest(sid, row[2], row[3], list(claims_of[sid].values()))
             if got != row[4]:
-                report.add("error", "source_digest_mismatch", sid, f"source {sid} in generation {number}: its digest does not match its claims")
+                report.add(
+                    "error",
+                    "source_digest_mismatch",
+                    sid,
+                    f"source {sid} in generation {number}: its digest does not match its claims",
+                )
         got_manifest = manifest_digest({sid: row[4] for sid, row in sources.items()})
         if got_manifest != manifest:
-            report.add("error", "manifest_mismatch", ghash, f"generation {number}: the manifest does not match its sources")
+            report.add(
+                "error",
+                "manifest_mismatch",
+                ghash,
+                f"generation {number}: the manifest does not match its sources",
+            )
         if generation_hash(number, parent, manifest) != ghash:
-            report.add("error", "generation_hash_mismatch", ghash, f"generation {number} does not hash to its recorded hash")
+            report.add(
+                "error",
+                "generation_hash_mismatch",
+                ghash,
+                f"generation {number} does not hash to its recorded hash",
+            )
         previous = (number, ghash)
-    head = conn.execute(select(Head.generation_hash, Head.number).where(Head.name == "current")).first()
+    head = conn.execute(
+        select(Head.generation_hash, Head.number).where(Head.name == "current")
+    ).first()
     if gens and (head is None or previous is None or head[0] != previous[1]):
-        report.add("error", "head_mismatch", "head", "the head does not point at the newest generation")
+        report.add(
+            "error", "head_mismatch", "head", "the head does not point at the newest generation"
+        )
     return state.head(conn)
 
 
-def check_indexes(conn: Connection, store: DiskBlobStore, index_dir: Path, current: state.GenerationRef | None, report: VerifyReport) -> None:
+def check_indexes(
+    conn: Connection,
+    store: DiskBlobStore,
+    index_dir: Path,
+    current: state.GenerationRef | None,
+    report: VerifyReport,
+) -> None:
     known = {g.hash: g for g in state.generations(conn)}
     files = sorted(index_dir.glob("*.sqlite3")) if index_dir.is_dir() else []
     seen = set()
@@ -288,7 +437,12 @@ def check_indexes(conn: Connection, store: DiskBlobStore, index_dir: Path, curre
             continue
         gen = known.get(meta.get("generation_hash", ""))
         if gen is None or index_file.index_path(index_dir, gen.number, gen.hash) != path:
-            report.add("error", "index_mismatch", path.name, "records a generation that does not match its file name or the ledger")
+            report.add(
+                "error",
+                "index_mismatch",
+                path.name,
+                "records a generation that does not match its file name or the ledger",
+            )
             continue
         seen.add(gen.hash)
         for problem in problems:
@@ -296,18 +450,41 @@ def check_indexes(conn: Connection, store: DiskBlobStore, index_dir: Path, curre
         if current is not None and gen.hash == current.hash:
             sources = state.active_sources(conn, gen.number)
             claims = state.claim_states(conn, gen.number, [a.source_id for a in sources.values()])
-            rows = index_rows(conn, store, [
-                SourceForIndex(a.source_id, a.path, a.normalization_id, [c for _, c in claims.get(a.source_id, [])])
-                for a in sources.values()
-            ])
-            expected = index_file.rows_digest({sid: index_file.source_rows_digest(r) for sid, r in rows.items()})
+            rows = index_rows(
+                conn,
+                store,
+                [
+                    SourceForIndex(
+                        a.source_id,
+                        a.path,
+                        a.normalization_id,
+                        [c for _, c in claims.get(a.source_id, [])],
+                    )
+                    for a in sources.values()
+                ],
+            )
+            expected = index_file.rows_digest(
+                {sid: index_file.source_rows_digest(r) for sid, r in rows.items()}
+            )
             if expected != meta.get("rows_digest"):
-                report.add("error", "index_mismatch", path.name, "its rows differ from the rows the ledger derives for this generation")
+                report.add(
+                    "error",
+                    "index_mismatch",
+                    path.name,
+                    "its rows differ from the rows the ledger derives for this generation",
+                )
     if current is not None and current.hash not in seen:
-        report.add("warning", "index_missing", current.hash, "the current generation has no index: run `raytsystem index rebuild`")
+        report.add(
+            "warning",
+            "index_missing",
+            current.hash,
+            "the current generation has no index: run `raytsystem index rebuild`",
+        )
 
 
-def verify(conn: Connection, store: DiskBlobStore, index_dir: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify(
+    conn: Connection, store: DiskBlobStore, index_dir: Path, *, progress: Progress | None = None
+) -> VerifyReport:
     started = time.perf_counter()
     report = VerifyReport()
     present = check_blobs(store, report, progress)

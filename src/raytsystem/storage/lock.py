@@ -64,7 +64,9 @@ def advisory_lock(ledger: Ledger, timeout: float) -> Iterator[None]:
 
     with ledger.engine.connect() as conn:
         deadline = time.monotonic() + timeout
-        while not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY}).scalar():
+        while not conn.execute(
+            text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY}
+        ).scalar():
             conn.rollback()
             if time.monotonic() >= deadline:
                 raise Locked(

@@ -22,7 +22,9 @@ class UniverseApi:
     index_dir: Path
     database_url: str
 
-    def graph(self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES) -> dict[str, Any]:
+    def graph(
+        self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES
+    ) -> dict[str, Any]:
         with self.ledger.reading() as conn:
             gen = state.generation(conn, generation) if generation else state.require_head(conn)
             return graph(conn, gen, max_nodes=max_nodes)
@@ -35,6 +37,8 @@ class UniverseApi:
     def search(self, text: str, generation: str | None = None, limit: int = 20) -> dict[str, Any]:
         reader = open_reader(self.database_url)
         try:
-            return search(reader, self.index_dir, text, limit=limit, kind="claim", generation=generation)
+            return search(
+                reader, self.index_dir, text, limit=limit, kind="claim", generation=generation
+            )
         finally:
             reader.close()

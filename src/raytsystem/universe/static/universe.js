@@ -27,7 +27,7 @@
 
   // ------------------------------------------------------------------ styles and lenses
   const BG = "#0b1020";
-  const DRAW_LIMIT = 50000; // nodes laid out and drawn; beyond it, a deterministic sample
+  const DRAW_LIMIT = 30000; // nodes laid out and drawn; beyond it, a deterministic sample
   const LIST_LIMIT = 500; // rows in the list view at once
   const DETAIL_LIMIT = 4000; // nodes in view up to which they are drawn as shapes, not squares
   const LABEL_FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif';
@@ -60,7 +60,7 @@
     in_revision: { color: "#6f8fb0", alpha: 0.45, out: "in revision", in: "segments" },
     revision_of: { color: "#c59b7a", alpha: 0.6, out: "revision of", in: "revisions" },
     raw: { color: "#9aa7b4", alpha: 0.6, out: "raw bytes", in: "raw bytes of" },
-    mentions: { color: "#ffd166", alpha: 0.6, out: "mentions", in: "mentioned by" },
+    mentions: { color: "#ffd166", alpha: 0.45, out: "mentions", in: "mentioned by" },
     links: { color: "#c792ff", alpha: 0.7, out: "links to", in: "linked from" },
     supersedes: { color: "#b388ff", alpha: 0.9, out: "supersedes", in: "superseded by" },
     retracts: { color: "#ff5a5f", alpha: 0.9, out: "retracts", in: "retracted by" },
@@ -383,7 +383,7 @@
   let userMoved = false;
   let ready = false;
   let listMode = false;
-  const stats = { layoutMs: 0, computeMs: 0, iterations: 0, drawMs: 0, drawnNodes: 0, firstDrawMs: 0 };
+  const stats = { layoutMs: 0, computeMs: 0, iterations: 0, drawMs: 0, drawnNodes: 0, firstDrawMs: 0, previews: 0 };
 
   function lensHasKind(i) {
     const kinds = LENSES[lens].kinds;
@@ -702,7 +702,7 @@
     hitGridDirty = false;
   }
   function hitTest(sx, sy) {
-    if (hitGridDirty || !ready) buildHitGrid();
+    if (hitGridDirty) buildHitGrid();
     const { k, ox, oy } = transform();
     const wx = (sx - ox) / k, wy = (sy - oy) / k;
     const radius = Math.max(8, 7.5 * nodeScale(k) + 3) / k;
@@ -1219,7 +1219,7 @@
     const layout = ready
       ? "layout " + fmt(Math.round(stats.layoutMs)) + " ms (" + stats.iterations + " steps)"
       : "laying out… " + stats.iterations + "/" + ITERATIONS;
-    statsEl.textContent = fmt(stats.drawnNodes) + " nodes drawn · " + layout + " · draw " + stats.drawMs.toFixed(1) + " ms";
+    statsEl.textContent = fmt(stats.drawnNodes) + " nodes drawn · " + layout + " · draw script " + stats.drawMs.toFixed(1) + " ms";
   }
 
   // ------------------------------------------------------------------ input
@@ -1317,11 +1317,13 @@
       } while (it < ITERATIONS && performance.now() - t0 < budget);
       stats.computeMs += performance.now() - t0;
       stats.iterations = it;
+      hitGridDirty = true; // nodes moved
       if (it < ITERATIONS) {
         // Previews of the settling layout, a few per second (none with reduced motion).
         if (!reduceMotion() && performance.now() - lastPreview > 150) {
           if (!userMoved) fit(true);
           draw();
+          stats.previews++;
           lastPreview = performance.now();
         } else updateStats();
         requestAnimationFrame(frame);
@@ -1349,7 +1351,10 @@
   overview();
   window.raytsystemUniverse = Object.freeze({
     get ready() { return ready; },
-    stats: () => ({ ...stats, nodes: N, edges: E, sampledOut, lens, visible: vis.reduce((a, b) => a + b, 0) }),
+    stats: () => ({
+      ...stats, nodes: N, edges: E, sampledOut, lens, reducedMotion: reduceMotion(),
+      visible: vis.reduce((a, b) => a + b, 0),
+    }),
     /** Where node `id` is drawn, in viewport CSS pixels, or null when it is not drawn. */
     nodeScreenPosition(id) {
       const i = index.get(str(id));
