@@ -545,6 +545,59 @@ def eval_command(
         raise SystemExit(3)
 
 
+@cli.command()
+@click.argument("task")
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=4000,
+    show_default=True,
+    help="Budget (estimate: ceil(UTF-8 bytes / 4)).",
+)
+@click.option("--generation", "-g", help="Bundle from this generation.")
+@json_option
+@click.pass_obj
+def bundle(app: App, task: str, max_tokens: int, generation: str | None, as_json: bool) -> None:
+    """A deterministic, verified context bundle for an agent about to do TASK."""
+    from .pipeline.bundle import bundle as run
+
+    reader = _reader(app)
+    try:
+        result = run(
+            reader, app.blobs, app.ws.index_dir, task, max_tokens=max_tokens, generation=generation
+        )
+    finally:
+        reader.close()
+
+    def human(r: dict[str, Any]) -> None:
+        b = r["budget"]
+        click.echo(
+            f"{len(r['items'])} items, ~{b['estimated_tokens']} of {b['max_tokens']} tokens "
+            f"(generation {r['generation']['number']}), bundle {r['bundle_sha256'][:16]}"
+        )
+        for item in r["items"]:
+            cut = " (shortened)" if item["shortened"] else ""
+            click.echo(
+                f"{item['rank']:>3}. {item['source_path']}:{item['lines']['start']}  [{item['kind']}]{cut}  {item['why']}"
+            )
+            click.echo(f"     {' '.join(item['text'].split())[:160]}")
+        if r["must_read"]:
+            click.echo("read in full before acting: " + ", ".join(r["must_read"]))
+        if r["omitted"]:
+            click.echo(f"{len(r['omitted'])} more items did not fit the budget")
+
+    emit(result, as_json, human)
+
+
+@cli.command()
+@click.pass_obj
+def mcp(app: App) -> None:
+    """Run a read-only MCP server on stdio (tools: query, search, show, bundle, verify)."""
+    from .mcp_server import run_stdio
+
+    run_stdio(app.ws, app.database_url or app.ws.default_database_url)
+
+
 def _universe_api(app: App) -> Any:
     from .universe.api import UniverseApi
 

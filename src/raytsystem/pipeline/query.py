@@ -40,6 +40,8 @@ MAX_LIMIT: Final = 50
 CANDIDATES: Final = 300
 SOURCE_CANDIDATES: Final = 200
 PULL_SOURCES: Final = 20
+# How much the claim's source counts against the claim itself (measured: ADR 0012).
+SOURCE_WEIGHT: Final = 1.0
 # BM25 column weights: statement, heading path, source path.
 WEIGHTS: Final = (1.0, 0.4, 0.2)
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
@@ -236,7 +238,7 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
             continue
         if len(wanted.intersection({*t.split(), *h.split(), *p.split()})) < own_need:
             continue  # the claim itself must say something about the question
-        relevance = sources[source_id] / best_source + (-score) / best_claim
+        relevance = SOURCE_WEIGHT * sources[source_id] / best_source + (-score) / best_claim
         out.append(
             Candidate(object_id, object_hash, source_id, path, authority, text, relevance, t)
         )

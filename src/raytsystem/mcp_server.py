@@ -1,0 +1,147 @@
+"""`raytsystem mcp`: a read-only MCP server on stdio for AI clients.
+
+Tools: `query` (the same JSON as `raytsystem query --json`), `search`, `show`, `bundle`,
+`verify`. The workspace and the ledger are fixed when the server starts; no tool takes a
+filesystem path or a database URL, and none writes anything. Every result carries the
+generation hash it was made from. A RaytError becomes a tool error whose text is the JSON error
+envelope (`{"error": {"code", "message"}}`), so a client sees the same stable codes as the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from . import __version__
+from .errors import RaytError
+from .storage.blobs import DiskBlobStore
+from .storage.sql import open_reader
+from .workspace import Workspace
+
+INSTRUCTIONS = """\
+raytsystem is a knowledge base whose answers are verified down to exact source bytes.
+Use `query` for an answer with citations (status "answered" or "gap": a gap means the knowledge
+base holds nothing confirmed on it; do not guess). Use `bundle` to gather verified context for a
+task within a token budget, and read the sources it lists in `must_read` before acting on them.
+`search` browses blocks by words, `show` explains any ID with its evidence chain, and `verify`
+checks the integrity of the whole knowledge base. Errors carry stable codes; an integrity error
+means the chain did not verify and nothing may be trusted from that call.
+"""
+
+
+def build_server(ws: Workspace, database_url: str) -> MCPServer:
+    server: MCPServer = MCPServer(
+        name="raytsystem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+    blobs = DiskBlobStore(ws.raw_dir)
+
+    def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return fn()
+        except RaytError as exc:
+            raise ToolError(json.dumps(exc.to_json(), ensure_ascii=False)) from exc
+
+    def with_reader(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            reader = open_reader(database_url)
+            try:
+                return fn(reader)
+            finally:
+                reader.close()
+
+        return guarded(run)
+
+    @server.tool()
+    def query(
+        text: str,
+        limit: int = 5,
+        generation: str | None = None,
+        expect_generation: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer a question from verified, confirmed claims with exact citations, or report a gap."""
+        from .pipeline.query import query as run
+
+        return with_reader(
+            lambda r: run(
+                r,
+                blobs,
+                ws.index_dir,
+                text,
+                limit=limit,
+                generation=generation,
+                expect_generation=expect_generation,
+            )
+        )
+
+    @server.tool()
+    def search(
+        text: str, limit: int = 10, claims: bool = False, generation: str | None = None
+    ) -> dict[str, Any]:
+        """Browse the blocks (or, with claims=true, the confirmed claims) that contain the words."""
+        from .pipeline.search import search as run
+
+        return with_reader(
+            lambda r: run(
+                r,
+                ws.index_dir,
+                text,
+                limit=limit,
+                kind="claim" if claims else "segment",
+                generation=generation,
+            )
+        )
+
+    @server.tool()
+    def bundle(task: str, max_tokens: int = 4000, generation: str | None = None) -> dict[str, Any]:
+        """Verified context for a task within a token budget (estimate: ceil(UTF-8 bytes / 4))."""
+        from .pipeline.bundle import bundle as run
+
+        return with_reader(
+            lambda r: run(
+                r, blobs, ws.index_dir, task, max_tokens=max_tokens, generation=generation
+            )
+        )
+
+    @server.tool()
+    def show(object_id: str) -> dict[str, Any]:
+        """Any object by ID (src_, rev_, nrm_, seg_, clm_, evd_, or a generation) with its chain."""
+        from .pipeline import state
+        from .pipeline.inspect import show as run
+        from .storage.db import open_ledger
+
+        def go() -> dict[str, Any]:
+            ledger = open_ledger(database_url, create=False)
+            try:
+                with ledger.reading() as conn:
+                    current = state.require_head(conn)
+                    return {"current_generation": current.to_json(), **run(conn, blobs, object_id)}
+            finally:
+                ledger.close()
+
+        return guarded(go)
+
+    @server.tool()
+    def verify() -> dict[str, Any]:
+        """Full integrity check: re-hash every blob, re-derive every ID, chain and index."""
+        from .pipeline.verify import verify as run
+        from .storage.db import open_ledger
+
+        def go() -> dict[str, Any]:
+            ledger = open_ledger(database_url, create=False)
+            try:
+                with ledger.reading() as conn:
+                    return run(conn, blobs, ws.index_dir).to_json()
+            finally:
+                ledger.close()
+
+        return guarded(go)
+
+    return server
+
+
+def run_stdio(ws: Workspace, database_url: str) -> None:
+    build_server(ws, database_url).run("stdio")
