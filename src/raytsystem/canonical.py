@@ -18,16 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from typing import Any
+from typing import Any, Final
 
 import blake3
 
 __all__ = ["blake3_hex", "canonical_json", "digest", "sha256_hex"]
 
 
+def _nfc(text: str) -> str:
+    # is_normalized is a fast C check; most strings (IDs, hex, ASCII) are already NFC.
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
 def _canon(value: Any) -> Any:
     if isinstance(value, str):
-        return unicodedata.normalize("NFC", value)
+        return _nfc(value)
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, dict):
@@ -35,7 +40,7 @@ def _canon(value: Any) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"canonical JSON keys must be str, got {type(key).__name__}")
-            nkey = unicodedata.normalize("NFC", key)
+            nkey = _nfc(key)
             if nkey in out:
                 raise ValueError(f"canonical JSON keys collide after NFC: {key!r}")
             out[nkey] = _canon(item)
@@ -45,11 +50,30 @@ def _canon(value: Any) -> Any:
     raise TypeError(f"canonical JSON does not allow {type(value).__name__}")
 
 
+_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_SCALARS: Final = (int, bool, type(None))
+
+
 def canonical_json(value: Any) -> bytes:
     """Encode `value` in the canonical form described in the module docstring."""
-    return json.dumps(
-        _canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    if type(value) is dict and all(
+        type(k) is str and (k.isascii() or unicodedata.is_normalized("NFC", k)) and _flat_ok(v)
+        for k, v in value.items()
+    ):
+        # The common case (a flat identity of NFC strings, ints and lists of strings) needs no copy.
+        return _ENCODER.encode(value).encode("utf-8")
+    return _ENCODER.encode(_canon(value)).encode("utf-8")
+
+
+def _flat_ok(v: Any) -> bool:
+    if type(v) in _SCALARS:
+        return True
+    if type(v) is str:
+        # ASCII is always NFC, and asking is far cheaper than asking for NFC.
+        return v.isascii() or unicodedata.is_normalized("NFC", v)
+    if type(v) is list:
+        return all(type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x)) for x in v)
+    return False
 
 
 def blake3_hex(data: bytes) -> str:

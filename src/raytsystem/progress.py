@@ -14,15 +14,17 @@ def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
-        Progress as RichProgress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
-    from rich.console import Console
+    from rich.progress import (
+        Progress as RichProgress,
+    )
 
     bar = RichProgress(
         TextColumn("[bold]{task.description}"),

@@ -23,9 +23,10 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
+
+import blake3
 
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
@@ -58,8 +59,9 @@ CREATE VIRTUAL TABLE sources_fts USING fts5(terms, heading, path, tokenize="{_TO
 FTS_TABLES: Final = {"claim": "claims_fts", "segment": "segments_fts", "source": "sources_fts"}
 
 
-@dataclass(frozen=True)
-class IndexRow:
+class IndexRow(NamedTuple):
+    """One document of the index (a tuple: cheap to build in workers and to send to the parent)."""
+
     kind: str  # "claim" | "segment" | "source"
     object_id: str
     object_hash: str
@@ -75,24 +77,15 @@ class IndexRow:
     path_terms: str
 
     def key(self) -> tuple[str, ...]:
-        return (
-            self.kind,
-            self.object_id,
-            self.object_hash,
-            self.source_path,
-            self.heading_path,
-            self.segment_kind,
-            self.authority,
-            self.status,
-            self.text,
-            self.terms,
-            self.heading_terms,
-            self.path_terms,
-        )
+        """What the rows digest covers: everything but the source ID (covered by its key)."""
+        return (self.kind, self.object_id, self.object_hash, *self[4:])
 
 
 def source_rows_digest(rows: Iterable[IndexRow]) -> str:
-    return digest(sorted(row.key() for row in rows), length=32)
+    """BLAKE3 of a source's rows, sorted, as exact JSON (an integrity digest, not an ID:
+    the texts are hashed as they are, not NFC-normalized)."""
+    encoded = json.dumps(sorted(row.key() for row in rows), ensure_ascii=False, separators=(",", ":"))
+    return blake3.blake3(encoded.encode("utf-8")).hexdigest()
 
 
 def rows_digest(source_digests: Mapping[str, str]) -> str:
@@ -111,28 +104,24 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
-    cursor = conn.cursor()
-    for row in rows:
-        cursor.execute(
-            "INSERT INTO docs (kind, object_id, object_hash, source_id, source_path, heading_path,"
-            " segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                row.kind,
-                row.object_id,
-                row.object_hash,
-                row.source_id,
-                row.source_path,
-                row.heading_path,
-                row.segment_kind,
-                row.authority,
-                row.status,
-                row.text,
-            ),
-        )
-        table = FTS_TABLES[row.kind]
-        cursor.execute(
+    rows = list(rows)
+    if not rows:
+        return
+    (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM docs").fetchone()
+    numbered = list(enumerate(rows, start=top + 1))
+    conn.executemany(
+        "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
+        "heading_path, segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (n, r.kind, r.object_id, r.object_hash, r.source_id, r.source_path, r.heading_path,
+             r.segment_kind, r.authority, r.status, r.text)
+            for n, r in numbered
+        ],
+    )
+    for kind, table in FTS_TABLES.items():
+        conn.executemany(
             f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
-            (cursor.lastrowid, row.terms, row.heading_terms, row.path_terms),
+            [(n, r.terms, r.heading_terms, r.path_terms) for n, r in numbered if r.kind == kind],
         )
 
 
@@ -186,10 +175,8 @@ def build(
                         code="index_generation_mismatch",
                     )
                 _delete_sources(conn, [*removed, *changed])
-            digests = {}
-            for source_id, rows in changed.items():
-                _insert(conn, rows)
-                digests[source_id] = source_rows_digest(rows)
+            _insert(conn, (row for rows in changed.values() for row in rows))
+            digests = {source_id: source_rows_digest(rows) for source_id, rows in changed.items()}
             conn.executemany(
                 "INSERT INTO source_digests (source_id, digest) VALUES (?, ?)", digests.items()
             )

@@ -9,7 +9,6 @@ parent writes the ledger rows that point to them.
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +17,12 @@ from ..canonical import canonical_json
 from ..ids import make_id
 from ..model.adapters import Adapter, Normalized, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
-from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
-from ..model.terms import term_text
+from ..model.generation import ClaimState
+from ..model.index import IndexRow
+from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
+from .indexing import Analyzer, memory_rows
 
 MANUAL_PREFIX = "knowledge/manual/"
 
@@ -78,7 +79,10 @@ class FileResult:
     normalization: dict[str, object] = field(default_factory=dict)
     segments: list[SegmentRow] = field(default_factory=list)
     claims: list[tuple[ClaimRow, EvidenceRow]] = field(default_factory=list)
-    terms: dict[str, str] = field(default_factory=dict)  # text -> analyzed terms
+    # The hash of each claim as `confirmed` with its one evidence: its state unless a directive
+    # changes it (computed here, in the worker, not in the parent).
+    claim_hashes: list[str] = field(default_factory=list)
+    index_rows: list[IndexRow] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)  # normalization id -> normalized text
     normalized: Normalized | None = None  # kept for manual notes, resolved by the parent
     findings: list[Finding] = field(default_factory=list)
@@ -111,7 +115,7 @@ def process_file(task: FileTask) -> FileResult:
         return _skip(path, exc.code, exc.message)
 
     store = DiskBlobStore(Path(task.raw_root))
-    store.put(data)
+    store.put(data, sync_dir=False)
     source_id = source_id_for(path)
     revision_id = revision_id_for(source_id, blob)
     normalization_id = normalization_id_for(revision_id, adapter)
@@ -129,7 +133,7 @@ def process_file(task: FileTask) -> FileResult:
     }
     try:
         normalized = adapter.run(text)
-    except Exception as exc:  # noqa: BLE001 - any adapter failure is a finding, not a crash
+    except Exception as exc:
         # A pathological input must not stop the ingest: the revision is kept, unnormalized.
         message = f"{adapter.label} failed: {type(exc).__name__}: {exc}"[:500]
         row.update(
@@ -143,7 +147,7 @@ def process_file(task: FileTask) -> FileResult:
         result.normalization = row
         result.findings.append(Finding("normalize_failed", path, message, "error"))
         return result
-    text_blob = store.put(normalized.text.encode("utf-8"))
+    text_blob = store.put(normalized.text.encode("utf-8"), sync_dir=False)
     segments = segment_rows(normalization_id, normalized)
     row.update(
         status="ok",
@@ -167,21 +171,24 @@ def process_file(task: FileTask) -> FileResult:
         result.normalized = normalized
     else:
         result.claims = extract_claims(source_id, normalized, segments)
-    terms = result.terms
-    for seg in segments:
-        body = normalized.text[seg.start : seg.end]
-        terms.setdefault(body, term_text(body))
-        terms.setdefault(seg.heading_path, term_text(" ".join(_heading_list(seg.heading_path))))
-    for claim, _evidence in result.claims:
-        terms.setdefault(claim.statement, term_text(claim.statement))
-    terms.setdefault(path, term_text(posixpath.splitext(path)[0].replace("/", " ")))
+        result.claim_hashes = [
+            claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]) for c, e in result.claims
+        ]
+    if result.claims:
+        # The index rows of the source with every claim `confirmed`, made here in the worker;
+        # the parent uses them unless a directive changes a claim's status.
+        headings = {seg.id: seg.heading_path for seg in segments}
+        facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in result.claims}
+        states = [
+            ClaimState(c.id, source_id, "confirmed", h, (e.id,))
+            for (c, e), h in zip(result.claims, result.claim_hashes, strict=True)
+        ]
+        result.index_rows = memory_rows(
+            source_id, path, normalization_id, normalized.text,
+            [(x.id, x.sha256, x.kind, x.heading_path, x.start, x.end) for x in segments],
+            states, facts.__getitem__, Analyzer(),
+        )
     return result
-
-
-def _heading_list(heading_path_json: str) -> list[str]:
-    import json
-
-    return list(json.loads(heading_path_json))
 
 
 def _skip(path: str, code: str, message: str) -> FileResult:

@@ -1,8 +1,10 @@
-"""Index rows of sources, read back from the ledger: the one way rows are made.
+"""Index rows of sources: one pure function makes them, from memory or from the ledger.
 
-Ingest, `index rebuild` and the fallback full build all derive a source's rows here, from the
-ledger's immutable rows and the normalized text blobs, so an index rebuilt from scratch has
-exactly the rows (and digests) of one patched generation after generation.
+`source_rows` turns a source's segments (with their text) and its active claims into index
+rows. Ingest calls it with what it has just computed; `index rebuild` and the fallback full
+build call it with the same facts read back from the ledger and the normalized-text blobs
+(`index_rows`). One function, so an index rebuilt from scratch has exactly the rows (and
+digests) of one patched generation after generation.
 """
 
 from __future__ import annotations
@@ -10,20 +12,39 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Connection, select
 
-from ..model.generation import ClaimState
 from ..model import index as index_file
+from ..model.generation import ClaimState
 from ..model.index import IndexRow
 from ..model.terms import term_text
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Evidence, Normalization, Segment
 from . import state
 from .state import GenerationRef, chunks
+
+
+@dataclass(frozen=True)
+class SegmentFact:
+    id: str
+    sha256: str
+    kind: str
+    heading_path: str  # canonical JSON array
+    text: str
+
+
+@dataclass(frozen=True)
+class ClaimFact:
+    id: str
+    hash: str
+    status: str
+    authority: str
+    statement: str
+    heading_path: str  # of the segment its statement is in
 
 
 @dataclass(frozen=True)
@@ -34,32 +55,91 @@ class SourceForIndex:
     claims: Sequence[ClaimState]
 
 
-def path_terms(path: str) -> str:
-    return term_text(posixpath.splitext(path)[0].replace("/", " "))
+class Analyzer:
+    """Memoized text analysis (the same texts recur: headings, paths, repeated sentences)."""
+
+    def __init__(self, cache: Mapping[str, str] | None = None) -> None:
+        self._cache = dict(cache or {})
+
+    @property
+    def cache(self) -> dict[str, str]:
+        return self._cache
+
+    def absorb(self, cache: Mapping[str, str]) -> None:
+        self._cache.update(cache)
+
+    def text(self, text: str) -> str:
+        got = self._cache.get(text)
+        if got is None:
+            got = self._cache[text] = term_text(text)
+        return got
+
+    def heading(self, heading_path: str) -> str:
+        key = "\x00h" + heading_path
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = term_text(" ".join(json.loads(heading_path)))
+        return got
+
+    def path(self, path: str) -> str:
+        key = "\x00p" + path
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = term_text(posixpath.splitext(path)[0].replace("/", " "))
+        return got
+
+
+def source_rows(
+    source_id: str,
+    path: str,
+    normalization_id: str | None,
+    segments: Sequence[SegmentFact],
+    claims: Sequence[ClaimFact],
+    analyzer: Analyzer,
+) -> list[IndexRow]:
+    """Every index row of one source: its segments, itself as a whole, its confirmed claims."""
+    rows: list[IndexRow] = []
+    pterms = analyzer.path(path)
+    whole: list[str] = []
+    headings: list[str] = []
+    for seg in segments:
+        seg_terms = analyzer.text(seg.text)
+        rows.append(
+            IndexRow(
+                "segment", seg.id, seg.sha256, source_id, path, seg.heading_path, seg.kind, "", "",
+                seg.text, seg_terms, analyzer.heading(seg.heading_path), pterms,
+            )
+        )
+        (headings if seg.kind == "heading" else whole).append(seg_terms)
+    if normalization_id and (whole or headings):
+        # The whole source as one document: the context QUERY weighs claims by.
+        rows.append(
+            IndexRow(
+                "source", source_id, normalization_id, source_id, path, "[]", "", "", "", path,
+                " ".join(whole), " ".join(headings), pterms,
+            )
+        )
+    for claim in claims:
+        if claim.status != "confirmed":
+            continue
+        rows.append(
+            IndexRow(
+                "claim", claim.id, claim.hash, source_id, path, claim.heading_path, "",
+                claim.authority, claim.status, claim.statement, analyzer.text(claim.statement),
+                analyzer.heading(claim.heading_path), pterms,
+            )
+        )
+    return rows
 
 
 def index_rows(
     conn: Connection,
     blobs: BlobStore,
     sources: Sequence[SourceForIndex],
-    terms_cache: Mapping[str, str] | None = None,
-    texts_cache: Mapping[str, str] | None = None,
+    analyzer: Analyzer | None = None,
 ) -> dict[str, list[IndexRow]]:
-    cache = dict(terms_cache or {})
-    texts = dict(texts_cache or {})
-
-    def analyzed(text: str) -> str:
-        got = cache.get(text)
-        if got is None:
-            got = cache[text] = term_text(text)
-        return got
-
-    def heading_terms(heading_path: str) -> str:
-        got = cache.get(heading_path)
-        if got is None:
-            got = cache[heading_path] = term_text(" ".join(json.loads(heading_path)))
-        return got
-
+    """The rows of `sources`, with every fact read from the ledger and the blobs."""
+    analyzer = analyzer or Analyzer()
     norm_ids = sorted({s.normalization_id for s in sources if s.normalization_id})
     text_blobs: dict[str, str | None] = {}
     segments: dict[str, list[tuple[str, str, str, str, int, int]]] = {}
@@ -71,31 +151,23 @@ def index_rows(
             text_blobs[nid] = blob
         for r in conn.execute(
             select(
-                seg_table.c.normalization_id,
-                seg_table.c.id,
-                seg_table.c.sha256,
-                seg_table.c.kind,
-                seg_table.c.heading_path,
-                seg_table.c.start,
-                seg_table.c.end,
+                seg_table.c.normalization_id, seg_table.c.id, seg_table.c.sha256,
+                seg_table.c.kind, seg_table.c.heading_path, seg_table.c.start, seg_table.c.end,
             )
             .where(seg_table.c.normalization_id.in_(part))
             .order_by(seg_table.c.normalization_id, seg_table.c.ordinal)
         ):
             segments.setdefault(r[0], []).append(tuple(r[1:]))  # type: ignore[arg-type]
 
-    claim_ids = sorted({c.claim_id for s in sources for c in s.claims if c.status == "confirmed"})
+    confirmed = [c for s in sources for c in s.claims if c.status == "confirmed"]
     statements: dict[str, tuple[str, str]] = {}
-    for part in chunks(claim_ids):
+    for part in chunks(sorted({c.claim_id for c in confirmed})):
         for cid, statement, authority in conn.execute(
             select(Claim.id, Claim.statement, Claim.authority).where(Claim.id.in_(part))
         ):
             statements[cid] = (statement, authority)
-    evidence_ids = sorted(
-        {e for s in sources for c in s.claims if c.status == "confirmed" for e in c.evidence_ids}
-    )
     heading_of_claim: dict[str, str] = {}
-    for part in chunks(evidence_ids):
+    for part in chunks(sorted({e for c in confirmed for e in c.evidence_ids})):
         for cid, heading in conn.execute(
             select(Evidence.claim_id, Segment.heading_path)
             .join(Segment, Segment.id == Evidence.segment_id)
@@ -105,78 +177,23 @@ def index_rows(
 
     out: dict[str, list[IndexRow]] = {}
     for source in sources:
-        rows: list[IndexRow] = []
-        pterms = cache.get(source.path) or path_terms(source.path)
         nid = source.normalization_id
+        facts: list[SegmentFact] = []
         if nid and text_blobs.get(nid):
-            text = texts.get(nid)
-            if text is None:
-                text = blobs.get(text_blobs[nid] or "").decode("utf-8")
-            whole: list[str] = []
-            headings: list[str] = []
-            for seg_id, sha, kind, heading, start, end in segments.get(nid, []):
-                body = text[start:end]
-                seg_terms = analyzed(body)
-                rows.append(
-                    IndexRow(
-                        "segment",
-                        seg_id,
-                        sha,
-                        source.source_id,
-                        source.path,
-                        heading,
-                        kind,
-                        "",
-                        "",
-                        body,
-                        seg_terms,
-                        heading_terms(heading),
-                        pterms,
-                    )
-                )
-                (headings if kind == "heading" else whole).append(seg_terms)
-            if whole or headings:
-                # The whole source as one document: the context QUERY weighs claims by.
-                rows.append(
-                    IndexRow(
-                        "source",
-                        source.source_id,
-                        nid,
-                        source.source_id,
-                        source.path,
-                        "[]",
-                        "",
-                        "",
-                        "",
-                        source.path,
-                        " ".join(whole),
-                        " ".join(headings),
-                        pterms,
-                    )
-                )
-        for claim in source.claims:
-            if claim.status != "confirmed":
-                continue
-            statement, authority = statements[claim.claim_id]
-            heading = heading_of_claim.get(claim.claim_id, "[]")
-            rows.append(
-                IndexRow(
-                    "claim",
-                    claim.claim_id,
-                    claim.claim_hash,
-                    source.source_id,
-                    source.path,
-                    heading,
-                    "",
-                    authority,
-                    claim.status,
-                    statement,
-                    analyzed(statement),
-                    heading_terms(heading),
-                    pterms,
-                )
+            text = blobs.get(text_blobs[nid] or "").decode("utf-8")
+            facts = [
+                SegmentFact(seg_id, sha, kind, heading, text[start:end])
+                for seg_id, sha, kind, heading, start, end in segments.get(nid, [])
+            ]
+        claims = [
+            ClaimFact(
+                c.claim_id, c.claim_hash, c.status, statements[c.claim_id][1],
+                statements[c.claim_id][0], heading_of_claim.get(c.claim_id, "[]"),
             )
-        out[source.source_id] = rows
+            for c in source.claims
+            if c.status == "confirmed"
+        ]
+        out[source.source_id] = source_rows(source.source_id, source.path, nid, facts, claims, analyzer)
     return out
 
 
@@ -212,3 +229,29 @@ def rebuild(
         "same_as_previous": previous == digest if previous else None,
         "documents": sum(len(r) for r in rows.values()),
     }
+
+
+def memory_rows(
+    source_id: str,
+    path: str,
+    normalization_id: str | None,
+    text: str | None,
+    segments: Sequence[tuple[str, str, str, str, int, int]],
+    claims: Sequence[ClaimState],
+    statement_of: Callable[[str], tuple[str, str, str]],
+    analyzer: Analyzer,
+) -> list[IndexRow]:
+    """The rows of a source ingest has just computed (`statement_of(claim id)` gives
+    (statement, authority, heading path))."""
+    facts = (
+        [SegmentFact(i, sha, kind, heading, text[s:e]) for i, sha, kind, heading, s, e in segments]
+        if text is not None
+        else []
+    )
+    claim_facts = []
+    for c in claims:
+        if c.status != "confirmed":
+            continue
+        statement, authority, heading = statement_of(c.claim_id)
+        claim_facts.append(ClaimFact(c.claim_id, c.claim_hash, c.status, authority, statement, heading))
+    return source_rows(source_id, path, normalization_id, facts, claim_facts, analyzer)

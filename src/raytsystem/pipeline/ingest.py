@@ -17,6 +17,7 @@ before is either immutable and reusable, or an unreferenced index file.
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -24,16 +25,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, update
 
 from .. import faults
 from ..canonical import canonical_json
 from ..errors import RaytError
 from ..model import index as index_file
-from ..model.objects import ClaimRow, EvidenceRow, claim_hash
 from ..model.generation import (
     ClaimState,
     SourceState,
@@ -41,13 +40,14 @@ from ..model.generation import (
     manifest_digest,
     source_digest,
 )
+from ..model.index import IndexRow
+from ..model.objects import ClaimRow, EvidenceRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger
 from ..storage.lock import writer_lock
 from ..storage.models import (
     Claim,
-    ClaimState as ClaimStateRow,
     Evidence,
     Generation,
     Head,
@@ -56,13 +56,18 @@ from ..storage.models import (
     Revision,
     Segment,
     Source,
+)
+from ..storage.models import (
+    ClaimState as ClaimStateRow,
+)
+from ..storage.models import (
     SourceState as SourceStateRow,
 )
 from ..storage.statcache import StatCache
 from ..workspace import Candidate, Refusal, Workspace
 from . import state
 from .files import FileResult, FileTask, adapter_key, now_iso, process_file, source_id_for
-from .indexing import SourceForIndex, index_rows, rebuild
+from .indexing import Analyzer, SourceForIndex, index_rows, memory_rows, rebuild
 from .manual import ManualResult, resolve_manual
 
 PARALLEL_THRESHOLD = 64
@@ -108,19 +113,21 @@ class IngestReport:
 
 
 def _insert_ignore(conn: Connection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert rows whose primary key may already exist (immutable, content-addressed rows)."""
+    """Insert rows whose primary key may already exist (immutable, content-addressed rows).
+
+    `INSERT ... ON CONFLICT DO NOTHING` is the same SQL on SQLite and PostgreSQL; it goes to
+    the driver's executemany with tuples, several times faster than row dictionaries through
+    SQLAlchemy's statement layer for the hundreds of thousands of rows of a cold ingest.
+    """
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        for part in state.chunks(rows, 2000):
-            conn.execute(pg_insert(table).on_conflict_do_nothing(), list(part))
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        for part in state.chunks(rows, 2000):
-            conn.execute(sqlite_insert(table).on_conflict_do_nothing(), list(part))
+    columns = [c.name for c in table.columns]
+    mark = "%s" if conn.dialect.paramstyle in ("format", "pyformat") else "?"
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    marks = ", ".join(mark for _ in columns)
+    sql = f"INSERT INTO {table.name} ({quoted}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+    for part in state.chunks(rows, 5000):
+        conn.exec_driver_sql(sql, [tuple(row[c] for c in columns) for row in part])
 
 
 def _run_tasks(tasks: list[FileTask], jobs: int, progress: Progress | None) -> list[FileResult]:
@@ -213,9 +220,6 @@ def ingest(
 
         new_states, manual = _new_states(ledger, blobs, parent, active, changed, removed_paths)
         report.findings.extend(manual.findings)
-        with ledger.transaction() as conn:
-            _write_objects(conn, changed.values(), started_at, manual.claims, manual.evidence)
-        faults.point("ingest.after_objects")
         report.new_revisions = sum(
             1
             for r in changed.values()
@@ -228,6 +232,7 @@ def ingest(
         stat_entries = [(p, st, rev) for p, st, rev in stat_entries if rev]
 
         if not new_states.changed and not new_states.removed:
+            _store_objects(ledger, blobs, changed, manual, started_at)
             if parent is not None and not index_file.usable(
                 index_file.index_path(ws.index_dir, parent.number, parent.hash), parent.hash
             ):
@@ -243,7 +248,7 @@ def ingest(
             return report
 
         generation = _commit_generation(
-            ws, ledger, blobs, parent, active, new_states, changed, report, started_at, started
+            ws, ledger, blobs, parent, active, new_states, changed, manual, report, started_at, started
         )
         cache.save(generation.hash, stat_entries)
         report.generation = generation
@@ -272,6 +277,58 @@ def _cached_revision(
         return changed[path].revision_id
     a = active.get(path)
     return a.revision_id if a else ""
+
+
+def _in_parallel(child_work: Callable[[], object], own_work: Callable[[], None]) -> None:
+    """Run `child_work` in a forked process while this one does `own_work`; wait for both.
+
+    Used to build the index file while the ledger rows are written: both are CPU-bound Python
+    around SQLite, so threads would only take turns on the GIL. The child inherits what it
+    needs (copy-on-write), touches only its own file, and leaves with os._exit. A child failure
+    is an error here; where fork does not exist, the two run one after the other.
+    """
+    if not hasattr(os, "fork"):
+        child_work()
+        own_work()
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        code = 0
+        try:
+            child_work()
+        except BaseException as exc:
+            os.write(write_end, f"{type(exc).__name__}: {exc}"[:4000].encode("utf-8", "replace"))
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    try:
+        own_work()
+    finally:
+        with os.fdopen(read_end, "rb") as pipe:
+            message = pipe.read().decode("utf-8", "replace")
+        _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RaytError(f"building the index failed: {message or f'status {status}'}", code="index_build_failed")
+
+
+def _store_objects(
+    ledger: Ledger,
+    blobs: DiskBlobStore,
+    changed: dict[str, FileResult],
+    manual: ManualResult,
+    seen_at: str,
+) -> None:
+    """The immutable rows of this ingest, after the blobs they point to are durable."""
+    # Workers wrote blobs without syncing their folders: one fsync per shard, before any
+    # row that points to them is committed.
+    blobs.sync_dirs(
+        str(a) for r in changed.values() for a in (r.blob, r.normalization.get("text_blob")) if a
+    )
+    with ledger.transaction() as conn:
+        _write_objects(conn, changed.values(), seen_at, manual.claims, manual.evidence)
+    faults.point("ingest.after_objects")
 
 
 def _write_objects(
@@ -328,15 +385,10 @@ def _new_states(
     for r in changed.values():
         sid = source_id_for(r.path)
         claims = tuple(
-            ClaimState(
-                c.id,
-                sid,
-                "confirmed",
-                claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]),
-                (e.id,),
-            )
-            for c, e in r.claims
+            ClaimState(c.id, sid, "confirmed", h, (e.id,))
+            for (c, e), h in zip(r.claims, r.claim_hashes, strict=True)
         )
+
         nid = str(r.normalization["id"])
         states[sid] = SourceState(
             sid, r.path, r.revision_id, nid, source_digest(sid, r.revision_id, nid, claims), claims
@@ -363,6 +415,7 @@ def _commit_generation(
     active: dict[str, state.ActiveSource],
     new: NewStates,
     changed: dict[str, FileResult],
+    manual: ManualResult,
     report: IngestReport,
     started_at: str,
     started: float,
@@ -393,37 +446,42 @@ def _commit_generation(
         report.claims_removed = len(to_close)
         claim_count = (parent.claim_count if parent else 0) + len(to_open) - len(to_close)
 
-        terms: dict[str, str] = {}
-        texts: dict[str, str] = {}
-        for r in changed.values():
-            terms.update(r.terms)
-            texts.update(r.texts)
+        analyzer = Analyzer()
         paths = {a.source_id: a.path for a in active.values()}
         paths.update({s.source_id: s.path for s in new.changed.values()})
         parent_index = (
             index_file.index_path(ws.index_dir, parent.number, parent.hash) if parent else None
         )
-        if (
-            parent is not None
-            and parent_index is not None
-            and index_file.usable(parent_index, parent.hash)
-        ):
-            rebuild = {sid: new.changed[sid] for sid in new.changed}
-            sources = [
-                SourceForIndex(sid, s.path, s.normalization_id, s.claims)
-                for sid, s in rebuild.items()
-            ]
+        if parent is not None and parent_index is not None and index_file.usable(parent_index, parent.hash):
+            todo = list(new.changed.values())
         else:
             parent_index = None
-            all_states = _all_states(conn, parent, new)
-            sources = [
-                SourceForIndex(s.source_id, s.path, s.normalization_id, s.claims)
-                for s in all_states
-            ]
-        rows = index_rows(conn, blobs, sources, terms, texts)
+            todo = _all_states(conn, parent, new)
+        # Sources computed in this ingest get their rows from memory (most from the workers);
+        # the others (a status changed by a directive, or all of them for a full build) from
+        # the ledger, whose rows for them already exist.
+        from_memory = {source_id_for(p): r for p, r in changed.items() if r.texts}
+        rows = {
+            s.source_id: _rows_from_result(s, from_memory[s.source_id], manual, analyzer)
+            for s in todo
+            if s.source_id in from_memory
+        }
+        rows.update(
+            index_rows(
+                conn,
+                blobs,
+                [
+                    SourceForIndex(s.source_id, s.path, s.normalization_id, s.claims)
+                    for s in todo
+                    if s.source_id not in from_memory
+                ],
+                analyzer,
+            )
+        )
     faults.point("ingest.before_index")
     path = index_file.index_path(ws.index_dir, number, ghash)
-    index_file.build(
+    build = functools.partial(
+        index_file.build,
         path,
         generation_hash=ghash,
         generation_number=number,
@@ -432,6 +490,7 @@ def _commit_generation(
         parent=parent_index,
         parent_hash=parent.hash if parent else None,
     )
+    _in_parallel(build, lambda: _store_objects(ledger, blobs, changed, manual, started_at))
     with index_file.open_index(path, ghash):
         pass  # the index opens and records this generation: it is complete
     faults.point("ingest.after_index")
@@ -542,6 +601,28 @@ def _commit_generation(
         _record_run(conn, started_at, ghash, report)
     faults.point("ingest.after_commit")
     return generation
+
+
+def _rows_from_result(
+    s: SourceState, r: FileResult, manual: ManualResult, analyzer: Analyzer
+) -> list[IndexRow]:
+    if r.index_rows and [c.claim_hash for c in s.claims] == r.claim_hashes:
+        return r.index_rows  # the worker's rows: every claim kept its default state
+    headings = {seg.id: seg.heading_path for seg in r.segments}
+    facts: dict[str, tuple[str, str, str]] = {}
+    for claim, evidence in r.claims:
+        facts[claim.id] = (claim.statement, claim.authority, headings.get(evidence.segment_id, "[]"))
+    if s.claims and not facts:  # a manual note: its claims and statement evidence are the manual layer's
+        statements = {c.id: c for c in manual.claims if c.source_id == s.source_id}
+        for ev in manual.evidence:
+            if ev.role == "statement" and ev.claim_id in statements:
+                c = statements[ev.claim_id]
+                facts[c.id] = (c.statement, c.authority, headings.get(ev.segment_id, "[]"))
+    nid = s.normalization_id
+    segments = [(x.id, x.sha256, x.kind, x.heading_path, x.start, x.end) for x in r.segments]
+    return memory_rows(
+        s.source_id, s.path, nid, r.texts.get(nid or ""), segments, s.claims, facts.__getitem__, analyzer
+    )
 
 
 def _all_states(

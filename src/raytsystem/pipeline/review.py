@@ -40,14 +40,13 @@ from ..storage.models import Claim, Evidence, Normalization, Review, Source, Sou
 from ..storage.models import ClaimState as ClaimStateRow
 from . import state
 from .files import now_iso
-from .manual import MESSAGES, Note, Texts, _link_exists, _notes_from_ledger, locate
+from .manual import MESSAGES, Texts, _link_exists, _notes_from_ledger, locate
 
 SEVERITY_ORDER: Final = {"error": 0, "warning": 1, "info": 2}
 _WORD: Final = re.compile(r"[^\W_]+")
 _NUMBER: Final = re.compile(r"^\d+(?:[.,]\d+)*$")
 NEGATIONS: Final = frozenset(
-    "not no never none nothing cannot cant isnt arent doesnt dont didnt wont wasnt werent "
-    "не нет никогда ни".split()
+    ["not", "no", "never", "none", "nothing", "cannot", "cant", "isnt", "arent", "doesnt", "dont", "didnt", "wont", "wasnt", "werent", "не", "нет", "никогда", "ни"]
 )
 _HEURISTIC: Final = "heuristic: same words, different numbers or negation; check by hand"
 

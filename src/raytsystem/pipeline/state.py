@@ -14,8 +14,8 @@ from sqlalchemy import Connection, and_, or_, select
 
 from ..errors import NotFound, UsageError
 from ..model.generation import ClaimState
-from ..storage.models import Generation, Head, Normalization, Revision, Source, SourceState
 from ..storage.models import ClaimState as ClaimStateRow
+from ..storage.models import Generation, Head, Normalization, Revision, Source, SourceState
 
 T = TypeVar("T")
 GENERATIONS = Generation.__table__

@@ -39,7 +39,6 @@ from ..model.objects import claim_hash, claim_id, evidence_id, segment_id
 from ..storage.blobs import DiskBlobStore
 from ..storage.models import (
     Claim,
-    ClaimState as ClaimStateRow,
     Evidence,
     Generation,
     Head,
@@ -48,6 +47,9 @@ from ..storage.models import (
     Segment,
     Source,
     SourceState,
+)
+from ..storage.models import (
+    ClaimState as ClaimStateRow,
 )
 from . import state
 from .indexing import SourceForIndex, index_rows

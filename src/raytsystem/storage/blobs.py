@@ -20,7 +20,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -102,7 +102,9 @@ class DiskBlobStore:
         check_address(address)
         return self._base / address[:2] / address
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, *, sync_dir: bool = True) -> str:
+        """Store `data`; with `sync_dir=False` the caller promises `sync_dirs` before relying
+        on the blob (a batch of puts then costs one directory fsync per shard, not per blob)."""
         address = address_of(data)
         final = self.path(address)
         if final.exists():
@@ -123,8 +125,16 @@ class DiskBlobStore:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _fsync_dir(directory)
+        if sync_dir:
+            _fsync_dir(directory)
         return address
+
+    def sync_dirs(self, addresses: Iterable[str]) -> None:
+        """fsync the shard directories of `addresses`, once each."""
+        for shard in sorted({check_address(a)[:2] for a in addresses}):
+            directory = self._base / shard
+            if directory.is_dir():
+                _fsync_dir(directory)
 
     def get(self, address: str) -> bytes:
         path = self.path(address)

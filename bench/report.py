@@ -1,0 +1,375 @@
+"""Targets, PASS/FAIL, the stdout table and the JSON result file.
+
+A target holds at the corpus size it was set for (`at_files`); a smaller run still shows
+PASS or FAIL against the same threshold, and the table says the run is below that size, so a
+quick PASS is never mistaken for the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .run import RESULTS_DIR
+
+
+@dataclass(frozen=True)
+class Figure:
+    section: str
+    label: str
+    value: float | int | str | None
+    unit: str = ""
+    target: str | None = None  # e.g. "< 1.5"
+    at_files: int | None = None  # the corpus size the target is set for
+    status: str | None = None  # PASS / FAIL / None (informational)
+    note: str = ""
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _judge(value: Any, target: str | None) -> str | None:
+    if target is None:
+        return None
+    if target.startswith("== "):
+        return "PASS" if str(value) == target[3:] else "FAIL"
+    if not isinstance(value, int | float):
+        return "FAIL"  # a target whose figure could not be measured is not met
+    op, threshold = target.split()
+    return "PASS" if _OPS[op](value, float(threshold)) else "FAIL"
+
+
+def _fig(
+    section: str,
+    label: str,
+    value: Any,
+    unit: str = "",
+    target: str | None = None,
+    at_files: int | None = None,
+    note: str = "",
+) -> Figure:
+    return Figure(section, label, value, unit, target, at_files, _judge(value, target), note)
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    """a / b to three significant figures, or None when either is missing."""
+    if isinstance(a, int | float) and isinstance(b, int | float) and b:
+        return float(f"{a / b:.3g}")
+    return None
+
+
+def figures(result: dict[str, Any]) -> list[Figure]:
+    """Every figure of a run, with its target and status where the brief sets one."""
+    m = result["measurements"]
+    cold, parse, start = m["ingest_cold"], m["parse"], m["process_start"]
+    noop, one, v = m["ingest_noop"], m["ingest_one_change"], m["verify"]
+    qi, qc = m["query_in_process"], m["query_cli"]
+    ingest_ratio = _ratio(cold["mb_per_s"], parse["mb_per_s"])
+    jobs = cold["jobs"]
+    return [
+        _fig(
+            "ingest",
+            "cold ingest wall time",
+            cold["wall_s"],
+            "s",
+            note=f"ingest JSON `seconds` {cold['json_seconds']}; {jobs} worker process(es)",
+        ),
+        _fig(
+            "ingest",
+            "cold ingest files/s",
+            cold["files_per_s"],
+            "files/s",
+            note=f"{cold['files']} files, {cold['claims']} claims, {cold['findings']} findings",
+        ),
+        _fig(
+            "ingest",
+            "cold ingest MB/s",
+            cold["mb_per_s"],
+            "MB/s",
+            note=f"{cold['bytes'] / 1e6:.1f} MB read",
+        ),
+        _fig(
+            "ingest",
+            "markdown-it-py parse MB/s",
+            parse["mb_per_s"],
+            "MB/s",
+            note=f"1 process, {parse['files']} files, {parse['seconds']} s",
+        ),
+        _fig(
+            "ingest",
+            "ingest MB/s ÷ parse MB/s",
+            ingest_ratio,
+            "×",
+            ">= 0.5",
+            note=f"ingest uses {jobs} process(es), the parse baseline 1",
+        ),
+        _fig(
+            "ingest",
+            "ingest peak RSS (largest process)",
+            cold["max_rss_mib"],
+            "MiB",
+            "< 1024",
+            50_000,
+            note="os.wait4 ru_maxrss",
+        ),
+        _fig(
+            "ingest",
+            "ingest peak PSS (whole tree, sampled)",
+            cold["tree_peak_pss_mib"],
+            "MiB",
+            note="sum over the process and its workers, every 0.2 s",
+        ),
+        _fig(
+            "re-ingest",
+            "process start (`raytsystem --help`)",
+            start["median_s"],
+            "s",
+            note=f"median of {len(start['runs_s'])}",
+        ),
+        _fig(
+            "re-ingest",
+            "no-change re-ingest",
+            noop["median_s"],
+            "s",
+            "< 1.5",
+            10_000,
+            note=f"median of {len(noop['runs_s'])}; JSON seconds {noop['median_json_s']}"
+            + ("; MADE A GENERATION" if noop["made_a_generation"] else ""),
+        ),
+        _fig(
+            "re-ingest",
+            "  same, no bytecode cache",
+            m["ingest_noop_no_bytecode"]["median_s"],
+            "s",
+            note="every import compiled (PYTHONDONTWRITEBYTECODE=1, empty cache)",
+        ),
+        _fig(
+            "re-ingest",
+            "one-file-change re-ingest (wall)",
+            one["median_wall_s"],
+            "s",
+            note=f"median of {len(one['runs'])}"
+            + ("" if one["all_made_one_revision"] else "; NOT exactly one new revision"),
+        ),
+        _fig(
+            "re-ingest",
+            "  minus process start",
+            one["median_wall_minus_start_s"],
+            "s",
+            "< 1.0",
+            10_000,
+            note="target: < 1 s plus process start",
+        ),
+        _fig("re-ingest", "  generation/index part (JSON seconds)", one["median_json_s"], "s"),
+        _fig(
+            "re-ingest",
+            "  outside ingest's own timer",
+            round(one["median_wall_s"] - one["median_json_s"], 3),
+            "s",
+            note="wall minus JSON seconds: imports, ledger open, exit",
+        ),
+        _fig("query", "in-process p50", qi["p50_ms"], "ms"),
+        _fig(
+            "query",
+            "in-process p95",
+            qi["p95_ms"],
+            "ms",
+            "< 50",
+            10_000,
+            note=f"{qi['count']} queries; {_outcomes(qi)}; slowest {_slowest(qi)}",
+        ),
+        _fig("query", "CLI p50", qc["p50_ms"], "ms"),
+        _fig(
+            "query",
+            "CLI p95",
+            qc["p95_ms"],
+            "ms",
+            "< 300",
+            10_000,
+            note=f"{qc['count']} runs; minus process start {qc['p95_minus_start_ms']} ms; "
+            f"{_outcomes(qc)}",
+        ),
+        *_storage_figures(m, result["corpus"]["bytes"]),
+        _fig(
+            "verify",
+            "verify result",
+            "ok" if v["ok"] else f"{v['findings']} findings",
+            target="== ok",
+            note=", ".join(f"{c} {n}" for c, n in v.get("finding_codes", {}).items()),
+        ),
+        _fig(
+            "verify",
+            "verify wall time",
+            v["wall_s"],
+            "s",
+            note=f"JSON seconds {v['json_seconds']}; ok={v['ok']}",
+        ),
+        _fig(
+            "verify",
+            "verify blob hashing MB/s (JSON)",
+            v["blob_mb_per_s"],
+            "MB/s",
+            ">= 200",
+            note=f"{v['blob_bytes'] / 1e6:.1f} MB of blobs (raw + normalized), hashing only",
+        ),
+        _fig(
+            "verify",
+            "verify raw MB/s (workspace bytes ÷ verify seconds)",
+            v["raw_mb_per_s"],
+            "MB/s",
+            ">= 200",
+            note=f"wall-clock based: {v['raw_mb_per_s_wall']} MB/s",
+        ),
+        _fig(
+            "verify",
+            "  ÷ single-thread BLAKE3 MB/s",
+            _ratio(v["raw_mb_per_s"], m["blake3"]["mb_per_s"]),
+            "×",
+            note=f"BLAKE3 in this process: {m['blake3']['mb_per_s']} MB/s",
+        ),
+    ]
+
+
+def _storage_figures(m: dict[str, Any], corpus_bytes: int) -> list[Figure]:
+    cold, edits = m["disk_after_cold"], m["disk_after_edits"]
+    mib = 1024 * 1024
+
+    def times(n: int) -> str:
+        return f"{n / corpus_bytes:.1f}× the corpus" if corpus_bytes else ""
+
+    return [
+        _fig(
+            "storage",
+            "ledger after cold ingest",
+            round(cold["ledger_bytes"] / mib, 1),
+            "MiB",
+            note=times(cold["ledger_bytes"]),
+        ),
+        _fig(
+            "storage",
+            "index of one generation",
+            round(cold["index_bytes_latest"] / mib, 1),
+            "MiB",
+            note=times(cold["index_bytes_latest"]),
+        ),
+        _fig(
+            "storage",
+            "raw blobs (_raw/)",
+            round(cold["raw_bytes"] / mib, 1),
+            "MiB",
+            note=times(cold["raw_bytes"]) + " (raw + normalized text)",
+        ),
+        _fig(
+            "storage",
+            ".raytsystem/ after the re-ingests",
+            round(edits["state_bytes"] / mib, 1),
+            "MiB",
+            note=f"{edits['index_files']} index files kept; " + times(edits["state_bytes"]),
+        ),
+    ]
+
+
+def _slowest(summary: dict[str, Any]) -> str:
+    worst = summary.get("slowest") or []
+    return "; ".join(f"{w['ms']:.0f} ms {w['query']!r}" for w in worst[:2])
+
+
+def _outcomes(summary: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in summary["outcomes"].items())
+
+
+def _value(f: Figure) -> str:
+    if f.value is None:
+        return "n/a"
+    if isinstance(f.value, float):
+        text = f"{f.value:,.1f}" if abs(f.value) >= 100 else f"{f.value:.3g}"
+    elif isinstance(f.value, int):
+        text = f"{f.value:,}"
+    else:
+        text = str(f.value)
+    return f"{text} {f.unit}".strip()
+
+
+def table(result: dict[str, Any], figs: list[Figure]) -> str:
+    """A fixed-width table of every figure, headed by the machine and the corpus."""
+    mach, corp, opts = result["machine"], result["corpus"], result["options"]
+    files = corp["files"]
+    lines = [
+        f"raytsystem bench  {result['started_at']}  mode={opts['mode']}",
+        f"machine: {mach['cpu_model']}, {mach['cores']} cores ({mach['usable_cores']} usable), "
+        f"{mach['memory_gib']} GiB, Python {mach['python']}, load average "
+        f"{mach['load_average_at_start']} at start, {mach.get('load_average_at_end')} at end",
+        f"code:    raytsystem {mach['raytsystem_version']} at {mach['git_commit']}"
+        + (" + uncommitted src/ changes" if mach["src_uncommitted_changes"] else ""),
+        f"corpus:  {corp['kind']}"
+        + (f" from {corp['source']}" if corp.get("source") else f" seed {opts['seed']}")
+        + f", {files} files, {corp['bytes'] / 1e6:.1f} MB"
+        + (f" ({_langs(corp)})" if corp.get("files_by_language") else ""),
+        "",
+    ]
+    w_label = max(len(f.label) for f in figs) + 2
+    header = f"{'figure':<{w_label}}{'value':>16}  {'target':<9}{'status':<8}note"
+    lines += [header, "-" * len(header)]
+    section = None
+    below_scale: set[int] = set()
+    for f in figs:
+        if f.section != section:
+            section = f.section
+            lines.append(f"[{section}]")
+        status = f.status or ""
+        if f.status and f.at_files and files < f.at_files:
+            status += "*"
+            below_scale.add(f.at_files)
+        lines.append(
+            f"{f.label:<{w_label}}{_value(f):>16}  {(f.target or ''):<9}{status:<8}{f.note}"
+        )
+    if "profile" in result["measurements"]:
+        from .profile import render
+
+        prof = result["measurements"]["profile"]
+        lines += ["", f"where the time goes (cProfile, {prof['files']} files, one worker):"]
+        for name in ("ingest", "verify"):
+            lines.append(render(f"{name} ({prof[name]['wall_s']} s wall)", prof[name]))
+    lines.append("")
+    passed = sum(1 for f in figs if f.status == "PASS")
+    judged = sum(1 for f in figs if f.status)
+    lines.append(f"targets met: {passed}/{judged}")
+    if below_scale:
+        sizes = " or ".join(f"{n:,}" for n in sorted(below_scale))
+        lines.append(f"* a target set for {sizes} files; this run has {files:,}: indicative only")
+    return "\n".join(lines)
+
+
+def _langs(corp: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in corp["files_by_language"].items())
+
+
+def finish(result: dict[str, Any]) -> tuple[dict[str, Any], list[Figure]]:
+    """The result with its judged figures added."""
+    figs = figures(result)
+    result["figures"] = [asdict(f) for f in figs]
+    result["summary"] = {
+        "targets_met": sum(1 for f in figs if f.status == "PASS"),
+        "targets": sum(1 for f in figs if f.status),
+        "failed": [f.label.strip() for f in figs if f.status == "FAIL"],
+    }
+    return result, figs
+
+
+def write(result: dict[str, Any], out: Path | None = None) -> Path:
+    """Save the result as `bench/results/<timestamp>-<files>.json` (or `out`)."""
+    if out is None:
+        stamp = result["started_at"].replace("-", "").replace(":", "")
+        out = RESULTS_DIR / f"{stamp}-{result['corpus']['files']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return out
