@@ -72,7 +72,9 @@ def _flat_ok(v: Any) -> bool:
         # ASCII is always NFC, and asking is far cheaper than asking for NFC.
         return v.isascii() or unicodedata.is_normalized("NFC", v)
     if type(v) is list:
-        return all(type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x)) for x in v)
+        return all(
+            type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x)) for x in v
+        )
     return False
 
 

@@ -398,6 +398,7 @@ def search(
     try:
         result = run(
             reader,
+            app.blobs,
             app.ws.index_dir,
             text,
             limit=limit,

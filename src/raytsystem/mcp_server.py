@@ -87,6 +87,7 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
         return with_reader(
             lambda r: run(
                 r,
+                blobs,
                 ws.index_dir,
                 text,
                 limit=limit,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -240,21 +241,24 @@ class Workspace:
             if explicit:
                 return Refusal(canonical, "not_selected", "not matched by the include globs")
             return None
-        if disk.is_symlink():
-            target = disk.resolve()
-            try:
-                inside = target.relative_to(real_root).as_posix()
-            except ValueError:
-                return Refusal(canonical, "symlink_outside", "symlink target leaves the workspace")
-            try:
-                check_rel_path(inside)
-            except PathRefused as exc:
-                return Refusal(canonical, "path_refused", f"symlink target: {exc.reason}")
         try:
-            st = disk.stat()
+            st = os.lstat(disk)  # one system call for the common case of a plain file
+            if stat.S_ISLNK(st.st_mode):
+                target = disk.resolve()
+                try:
+                    inside = target.relative_to(real_root).as_posix()
+                except ValueError:
+                    return Refusal(
+                        canonical, "symlink_outside", "symlink target leaves the workspace"
+                    )
+                try:
+                    check_rel_path(inside)
+                except PathRefused as exc:
+                    return Refusal(canonical, "path_refused", f"symlink target: {exc.reason}")
+                st = os.stat(disk)
         except OSError as exc:
             return Refusal(canonical, "read_error", f"cannot stat: {exc.strerror}")
-        if not disk.is_file():
+        if not stat.S_ISREG(st.st_mode):
             return None
         return Candidate(canonical, disk, st)
 

@@ -31,7 +31,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "2"
+FORMAT: Final = "3"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 SCHEMA: Final = f"""
@@ -84,7 +84,9 @@ class IndexRow(NamedTuple):
 def source_rows_digest(rows: Iterable[IndexRow]) -> str:
     """BLAKE3 of a source's rows, sorted, as exact JSON (an integrity digest, not an ID:
     the texts are hashed as they are, not NFC-normalized)."""
-    encoded = json.dumps(sorted(row.key() for row in rows), ensure_ascii=False, separators=(",", ":"))
+    encoded = json.dumps(
+        sorted(row.key() for row in rows), ensure_ascii=False, separators=(",", ":")
+    )
     return blake3.blake3(encoded.encode("utf-8")).hexdigest()
 
 
@@ -113,8 +115,19 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
         "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
         "heading_path, segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [
-            (n, r.kind, r.object_id, r.object_hash, r.source_id, r.source_path, r.heading_path,
-             r.segment_kind, r.authority, r.status, r.text)
+            (
+                n,
+                r.kind,
+                r.object_id,
+                r.object_hash,
+                r.source_id,
+                r.source_path,
+                r.heading_path,
+                r.segment_kind,
+                r.authority,
+                r.status,
+                r.text,
+            )
             for n, r in numbered
         ],
     )

@@ -172,7 +172,8 @@ def process_file(task: FileTask) -> FileResult:
     else:
         result.claims = extract_claims(source_id, normalized, segments)
         result.claim_hashes = [
-            claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]) for c, e in result.claims
+            claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
+            for c, e in result.claims
         ]
     if result.claims:
         # The index rows of the source with every claim `confirmed`, made here in the worker;
@@ -184,9 +185,14 @@ def process_file(task: FileTask) -> FileResult:
             for (c, e), h in zip(result.claims, result.claim_hashes, strict=True)
         ]
         result.index_rows = memory_rows(
-            source_id, path, normalization_id, normalized.text,
+            source_id,
+            path,
+            normalization_id,
+            normalized.text,
             [(x.id, x.sha256, x.kind, x.heading_path, x.start, x.end) for x in segments],
-            states, facts.__getitem__, Analyzer(),
+            states,
+            facts.__getitem__,
+            Analyzer(),
         )
     return result
 

@@ -104,10 +104,23 @@ def source_rows(
     headings: list[str] = []
     for seg in segments:
         seg_terms = analyzer.text(seg.text)
+        # The text itself is not stored in the index (its SHA-256 is): readers cut it from the
+        # verified normalized-text blob, and the index stays a third smaller.
         rows.append(
             IndexRow(
-                "segment", seg.id, seg.sha256, source_id, path, seg.heading_path, seg.kind, "", "",
-                seg.text, seg_terms, analyzer.heading(seg.heading_path), pterms,
+                "segment",
+                seg.id,
+                seg.sha256,
+                source_id,
+                path,
+                seg.heading_path,
+                seg.kind,
+                "",
+                "",
+                "",
+                seg_terms,
+                analyzer.heading(seg.heading_path),
+                pterms,
             )
         )
         (headings if seg.kind == "heading" else whole).append(seg_terms)
@@ -115,8 +128,19 @@ def source_rows(
         # The whole source as one document: the context QUERY weighs claims by.
         rows.append(
             IndexRow(
-                "source", source_id, normalization_id, source_id, path, "[]", "", "", "", path,
-                " ".join(whole), " ".join(headings), pterms,
+                "source",
+                source_id,
+                normalization_id,
+                source_id,
+                path,
+                "[]",
+                "",
+                "",
+                "",
+                path,
+                " ".join(whole),
+                " ".join(headings),
+                pterms,
             )
         )
     for claim in claims:
@@ -124,9 +148,19 @@ def source_rows(
             continue
         rows.append(
             IndexRow(
-                "claim", claim.id, claim.hash, source_id, path, claim.heading_path, "",
-                claim.authority, claim.status, claim.statement, analyzer.text(claim.statement),
-                analyzer.heading(claim.heading_path), pterms,
+                "claim",
+                claim.id,
+                claim.hash,
+                source_id,
+                path,
+                claim.heading_path,
+                "",
+                claim.authority,
+                claim.status,
+                claim.statement,
+                analyzer.text(claim.statement),
+                analyzer.heading(claim.heading_path),
+                pterms,
             )
         )
     return rows
@@ -151,8 +185,13 @@ def index_rows(
             text_blobs[nid] = blob
         for r in conn.execute(
             select(
-                seg_table.c.normalization_id, seg_table.c.id, seg_table.c.sha256,
-                seg_table.c.kind, seg_table.c.heading_path, seg_table.c.start, seg_table.c.end,
+                seg_table.c.normalization_id,
+                seg_table.c.id,
+                seg_table.c.sha256,
+                seg_table.c.kind,
+                seg_table.c.heading_path,
+                seg_table.c.start,
+                seg_table.c.end,
             )
             .where(seg_table.c.normalization_id.in_(part))
             .order_by(seg_table.c.normalization_id, seg_table.c.ordinal)
@@ -187,13 +226,19 @@ def index_rows(
             ]
         claims = [
             ClaimFact(
-                c.claim_id, c.claim_hash, c.status, statements[c.claim_id][1],
-                statements[c.claim_id][0], heading_of_claim.get(c.claim_id, "[]"),
+                c.claim_id,
+                c.claim_hash,
+                c.status,
+                statements[c.claim_id][1],
+                statements[c.claim_id][0],
+                heading_of_claim.get(c.claim_id, "[]"),
             )
             for c in source.claims
             if c.status == "confirmed"
         ]
-        out[source.source_id] = source_rows(source.source_id, source.path, nid, facts, claims, analyzer)
+        out[source.source_id] = source_rows(
+            source.source_id, source.path, nid, facts, claims, analyzer
+        )
     return out
 
 
@@ -253,5 +298,7 @@ def memory_rows(
         if c.status != "confirmed":
             continue
         statement, authority, heading = statement_of(c.claim_id)
-        claim_facts.append(ClaimFact(c.claim_id, c.claim_hash, c.status, authority, statement, heading))
+        claim_facts.append(
+            ClaimFact(c.claim_id, c.claim_hash, c.status, authority, statement, heading)
+        )
     return source_rows(source_id, path, normalization_id, facts, claim_facts, analyzer)

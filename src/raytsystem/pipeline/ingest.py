@@ -248,7 +248,17 @@ def ingest(
             return report
 
         generation = _commit_generation(
-            ws, ledger, blobs, parent, active, new_states, changed, manual, report, started_at, started
+            ws,
+            ledger,
+            blobs,
+            parent,
+            active,
+            new_states,
+            changed,
+            manual,
+            report,
+            started_at,
+            started,
         )
         cache.save(generation.hash, stat_entries)
         report.generation = generation
@@ -265,9 +275,16 @@ def _scope_filter(scope: Sequence[str]) -> Callable[[str], bool]:
 
 
 def _current_adapter(path: str) -> str:
-    from ..model.adapters import adapter_for, media_type_for
+    from ..model.adapters import media_type_for
 
-    return adapter_key(adapter_for(media_type_for(path)))
+    return _adapter_key_for(media_type_for(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _adapter_key_for(media_type: str) -> str:
+    from ..model.adapters import adapter_for
+
+    return adapter_key(adapter_for(media_type))
 
 
 def _cached_revision(
@@ -310,7 +327,9 @@ def _in_parallel(child_work: Callable[[], object], own_work: Callable[[], None])
             message = pipe.read().decode("utf-8", "replace")
         _, status = os.waitpid(pid, 0)
     if status != 0:
-        raise RaytError(f"building the index failed: {message or f'status {status}'}", code="index_build_failed")
+        raise RaytError(
+            f"building the index failed: {message or f'status {status}'}", code="index_build_failed"
+        )
 
 
 def _store_objects(
@@ -452,7 +471,11 @@ def _commit_generation(
         parent_index = (
             index_file.index_path(ws.index_dir, parent.number, parent.hash) if parent else None
         )
-        if parent is not None and parent_index is not None and index_file.usable(parent_index, parent.hash):
+        if (
+            parent is not None
+            and parent_index is not None
+            and index_file.usable(parent_index, parent.hash)
+        ):
             todo = list(new.changed.values())
         else:
             parent_index = None
@@ -611,8 +634,14 @@ def _rows_from_result(
     headings = {seg.id: seg.heading_path for seg in r.segments}
     facts: dict[str, tuple[str, str, str]] = {}
     for claim, evidence in r.claims:
-        facts[claim.id] = (claim.statement, claim.authority, headings.get(evidence.segment_id, "[]"))
-    if s.claims and not facts:  # a manual note: its claims and statement evidence are the manual layer's
+        facts[claim.id] = (
+            claim.statement,
+            claim.authority,
+            headings.get(evidence.segment_id, "[]"),
+        )
+    if (
+        s.claims and not facts
+    ):  # a manual note: its claims and statement evidence are the manual layer's
         statements = {c.id: c for c in manual.claims if c.source_id == s.source_id}
         for ev in manual.evidence:
             if ev.role == "statement" and ev.claim_id in statements:
@@ -621,7 +650,14 @@ def _rows_from_result(
     nid = s.normalization_id
     segments = [(x.id, x.sha256, x.kind, x.heading_path, x.start, x.end) for x in r.segments]
     return memory_rows(
-        s.source_id, s.path, nid, r.texts.get(nid or ""), segments, s.claims, facts.__getitem__, analyzer
+        s.source_id,
+        s.path,
+        nid,
+        r.texts.get(nid or ""),
+        segments,
+        s.claims,
+        facts.__getitem__,
+        analyzer,
     )
 
 

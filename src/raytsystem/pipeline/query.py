@@ -63,10 +63,12 @@ def parse_query(text: str) -> list[str]:
             f"the question is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}",
             code="query_too_long",
         )
-    found = terms(text, drop_stopwords=True) or terms(text)
-    distinct = list(dict.fromkeys(found))
+    distinct = list(dict.fromkeys(terms(text, drop_stopwords=True)))
     if not distinct:
-        raise UsageError("the question has no searchable words", code="query_empty")
+        # Only stop words ("the", "how is it"): nothing to look for, and matching them would
+        # touch nearly every claim of a large knowledge base.
+        reason = "only stop words" if terms(text) else "no searchable words"
+        raise UsageError(f"the question has {reason}", code="query_empty")
     if len(distinct) > MAX_TERMS:
         raise UsageError(
             f"the question has {len(distinct)} distinct terms; the limit is {MAX_TERMS}",

@@ -46,7 +46,27 @@ SEVERITY_ORDER: Final = {"error": 0, "warning": 1, "info": 2}
 _WORD: Final = re.compile(r"[^\W_]+")
 _NUMBER: Final = re.compile(r"^\d+(?:[.,]\d+)*$")
 NEGATIONS: Final = frozenset(
-    ["not", "no", "never", "none", "nothing", "cannot", "cant", "isnt", "arent", "doesnt", "dont", "didnt", "wont", "wasnt", "werent", "не", "нет", "никогда", "ни"]
+    [
+        "not",
+        "no",
+        "never",
+        "none",
+        "nothing",
+        "cannot",
+        "cant",
+        "isnt",
+        "arent",
+        "doesnt",
+        "dont",
+        "didnt",
+        "wont",
+        "wasnt",
+        "werent",
+        "не",
+        "нет",
+        "никогда",
+        "ни",
+    ]
 )
 _HEURISTIC: Final = "heuristic: same words, different numbers or negation; check by hand"
 

@@ -1,7 +1,9 @@
 """SEARCH: browse the segments (and claims) of a generation by words, for people exploring.
 
 Unlike QUERY, search is not an answer: it lists matching blocks with where they are, from the
-generation's index (whose generation is checked), without re-hashing the chain.
+generation's index (whose generation is checked). A block's text is not stored in the index: it
+is cut from its normalized-text blob (re-hashed on read) and must match the segment's recorded
+SHA-256. The raw bytes and the rest of the chain are not re-checked.
 """
 
 from __future__ import annotations
@@ -10,14 +12,43 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..canonical import sha256_hex
+from ..errors import IntegrityError, UsageError
 from ..model import index as index_file
+from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 from .query import MAX_LIMIT, WEIGHTS, match_expression, parse_query, target_generation
 
 
+def _segment_texts(
+    reader: Reader, blobs: BlobStore, ids: list[str]
+) -> dict[str, tuple[str, int, int]]:
+    """segment ID -> (text, first line, last line), each text checked against its SHA-256."""
+    placeholders, params = expand("s", ids)
+    found = reader.rows(
+        'SELECT s.id, s.line_start, s.line_end, s."start", s."end", s.sha256, n.text_blob '
+        "FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
+        f"WHERE s.id IN ({placeholders})",
+        params,
+    )
+    normalized: dict[str, str] = {}
+    out = {}
+    for seg_id, line_start, line_end, start, end, sha, blob in found:
+        if blob not in normalized:
+            normalized[blob] = blobs.get(blob).decode("utf-8")
+        body = normalized[blob][start:end]
+        if sha256_hex(body) != sha:
+            raise IntegrityError(
+                f"segment {seg_id} text does not hash to its recorded SHA-256",
+                code="excerpt_mismatch",
+            )
+        out[seg_id] = (body, line_start, line_end)
+    return out
+
+
 def search(
     reader: Reader,
+    blobs: BlobStore,
     index_dir: Path,
     text: str,
     *,
@@ -39,16 +70,9 @@ def search(
             f"WHERE {table} MATCH ? ORDER BY score, d.object_id LIMIT ?",
             (*WEIGHTS, match_expression(query_terms), limit),
         ).fetchall()
-    lines: dict[str, tuple[int, int]] = {}
-    if kind == "segment" and rows:
-        placeholders, params = expand("s", [r[0] for r in rows])
-        lines = {
-            r[0]: (r[1], r[2])
-            for r in reader.rows(
-                f"SELECT id, line_start, line_end FROM segments WHERE id IN ({placeholders})",
-                params,
-            )
-        }
+    segments = (
+        _segment_texts(reader, blobs, [r[0] for r in rows]) if kind == "segment" and rows else {}
+    )
     hits = []
     for object_id, object_hash, source_path, heading, seg_kind, authority, body, score in rows:
         hit: dict[str, Any] = {
@@ -60,7 +84,8 @@ def search(
             "score": round(-score, 6),
         }
         if kind == "segment":
-            start, end = lines.get(object_id, (None, None))
+            body, start, end = segments.get(object_id, ("", None, None))  # type: ignore[assignment]
+            hit["text"] = body
             hit["lines"] = {"start": start, "end": end}
             hit["sha256"] = object_hash
         else:

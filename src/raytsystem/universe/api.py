@@ -38,7 +38,13 @@ class UniverseApi:
         reader = open_reader(self.database_url)
         try:
             return search(
-                reader, self.index_dir, text, limit=limit, kind="claim", generation=generation
+                reader,
+                self.blobs,
+                self.index_dir,
+                text,
+                limit=limit,
+                kind="claim",
+                generation=generation,
             )
         finally:
             reader.close()

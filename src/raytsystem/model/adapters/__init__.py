@@ -12,6 +12,7 @@ that starts on raw line L has its k-th line on raw line L + k. Line numbers are 
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ class Adapter:
     def label(self) -> str:
         return f"{self.name}@{self.version}"
 
-    @property
+    @functools.cached_property
     def config_hash(self) -> str:
         return digest({"adapter": self.name, "config": self.config}, length=32)
 
