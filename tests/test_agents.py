@@ -87,10 +87,10 @@ def test_bundle_budget_errors(kb: Path) -> None:
 
 
 async def _mcp_session(ws: Path) -> dict[str, Any]:
+    import os
+
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    import os
 
     env = {
         k: v

@@ -25,7 +25,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config as AlembicConfig
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from conftest import REPO, run_cli, write
+from conftest import REPO, Backend, run_cli, write
 
 from raytsystem.errors import DatabaseError, SchemaTooNew
 from raytsystem.storage.db import Ledger, migrations_dir, open_ledger, sqlite_url
@@ -248,25 +248,34 @@ def test_unopenable_database_is_a_database_error(tmp_path: Path) -> None:
 # --- through the CLI ---------------------------------------------------------------------------
 
 
-def _too_new_workspace(workspace: Path) -> Path:
+def _too_new_workspace(workspace: Path, backend: Backend) -> Path:
+    """Mark the test's ledger (SQLite or PostgreSQL) as written by a future raytsystem."""
     db = workspace / ".raytsystem" / "ledger.sqlite3"
-    open_ledger(sqlite_url(db)).close()
-    _set_version(db, "9999")
+    open_ledger(backend.url or sqlite_url(db)).close()
+    with backend.db(workspace) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = ?", ("9999",))
     return db
 
 
-def test_cli_status_on_too_new_ledger_exits_6(workspace: Path) -> None:
-    db = _too_new_workspace(workspace)
+def _backend_version(workspace: Path, backend: Backend) -> str:
+    with backend.db(workspace) as conn:
+        return str(conn.execute("SELECT version_num FROM alembic_version")[0][0])
+
+
+def test_cli_status_on_too_new_ledger_exits_6(workspace: Path, backend: Backend) -> None:
+    _too_new_workspace(workspace, backend)
     result = run_cli("status", cwd=workspace)
     assert result.code == 6
     assert result.stderr.startswith("error[schema_too_new]: ")
     assert "9999" in result.stderr
     assert result.stdout == ""
-    assert _version(db) == "9999"
+    assert _backend_version(workspace, backend) == "9999"
 
 
-def test_cli_status_json_on_too_new_ledger_prints_error_envelope(workspace: Path) -> None:
-    _too_new_workspace(workspace)
+def test_cli_status_json_on_too_new_ledger_prints_error_envelope(
+    workspace: Path, backend: Backend
+) -> None:
+    _too_new_workspace(workspace, backend)
     result = run_cli("status", "--json", cwd=workspace)
     assert result.code == 6
     body = result.json()
@@ -275,8 +284,8 @@ def test_cli_status_json_on_too_new_ledger_prints_error_envelope(workspace: Path
     assert "9999" in body["error"]["message"]
 
 
-def test_cli_ingest_on_too_new_ledger_writes_nothing(workspace: Path) -> None:
-    db = _too_new_workspace(workspace)
+def test_cli_ingest_on_too_new_ledger_writes_nothing(workspace: Path, backend: Backend) -> None:
+    db = _too_new_workspace(workspace, backend)
     write(workspace, "docs/a.md", "# A\n\nA sentence.\n")
     before = _fingerprint(db)
     result = run_cli("ingest", cwd=workspace)
@@ -284,6 +293,9 @@ def test_cli_ingest_on_too_new_ledger_writes_nothing(workspace: Path) -> None:
     assert "error[schema_too_new]" in result.stderr
     assert not (workspace / "_raw" / "blake3").exists()
     assert _fingerprint(db) == before
+    with backend.db(workspace) as conn:
+        assert conn.execute("SELECT count(*) FROM sources") == [(0,)]
+    assert _backend_version(workspace, backend) == "9999"
 
 
 # --- the packaged wheel ------------------------------------------------------------------------
