@@ -42,28 +42,38 @@ def build(corpus: Path, out: Path, docs: int | None = None) -> Path:
         abstracts = {d: abstracts[d] for d in keep + distractors}
     if not (out / "raytsystem.toml").exists():
         out.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "raytsystem", "init", str(out)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "raytsystem", "init", str(out)], check=True, capture_output=True
+        )
     target = out / "docs" / "scifact"
     target.mkdir(parents=True, exist_ok=True)
     for doc_id, doc in abstracts.items():
         body = " ".join(s.strip() for s in doc["abstract"])
-        (target / f"{doc_id}.md").write_text(f"# {doc['title'].strip()}\n\n{body}\n", encoding="utf-8")
+        (target / f"{doc_id}.md").write_text(
+            f"# {doc['title'].strip()}\n\n{body}\n", encoding="utf-8"
+        )
     cases = [
         {
             "id": f"scifact-{c['id']}",
             "query": c["claim"],
-            "expect_paths": sorted({f"docs/scifact/{d}.md" for d in c["cited_doc_ids"] if d in abstracts}),
+            "expect_paths": sorted(
+                {f"docs/scifact/{d}.md" for d in c["cited_doc_ids"] if d in abstracts}
+            ),
         }
         for c in claims
         if any(d in abstracts for d in c["cited_doc_ids"])
     ]
     dataset = out / "scifact-train.json"
-    dataset.write_text(json.dumps({"name": "scifact-train", "k": 10, "cases": cases}, indent=1), encoding="utf-8")
+    dataset.write_text(
+        json.dumps({"name": "scifact-train", "k": 10, "cases": cases}, indent=1), encoding="utf-8"
+    )
     return dataset
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--docs", type=int, help="keep about this many abstracts (default: all)")

@@ -3,6 +3,7 @@ concurrent processes (on both ledger backends)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -45,7 +46,7 @@ def test_a_second_writer_fails_with_locked_after_its_timeout(workspace: Path) ->
     second = run_cli("ingest", "--lock-timeout", "0.5", "--json", cwd=workspace)
     assert second.code == 7, second.stdout + second.stderr
     assert second.json()["error"]["code"] == "locked"
-    out, err = first.communicate(timeout=120)
+    _out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     gens = run_cli("generations", "--json", cwd=workspace).json()
     assert [g["number"] for g in gens] == [1]
@@ -62,7 +63,7 @@ def test_a_waiting_writer_runs_after_the_first_and_never_interleaves(workspace: 
     assert second.code == 0, second.stderr
     gens = run_cli("generations", "--json", cwd=workspace).json()
     assert [g["number"] for g in gens] == list(range(1, len(gens) + 1))
-    assert all(g["parent_hash"] == p["hash"] for p, g in zip(gens, gens[1:], strict=False))
+    assert all(g["parent_hash"] == p["hash"] for p, g in itertools.pairwise(gens))
     assert run_cli("verify", cwd=workspace).code == 0
     assert run_cli("query", "beta second", "--json", cwd=workspace).json()["status"] == "answered"
 

@@ -218,11 +218,7 @@ def history(app: App, path: str, as_json: bool) -> None:
     """List the revisions of the source at PATH and the generations each was active in."""
     from .pipeline.inspect import history as run
 
-    rel = (
-        app.ws.rel_from_cli(path, app.cwd)
-        if not path.startswith(("knowledge/", "ops/", "docs/")) or not (app.cwd / path).exists()
-        else app.ws.rel_from_cli(path, app.cwd)
-    )
+    rel = app.ws.rel_from_cli(path, app.cwd)
     with app.ledger().reading() as conn:
         result = run(conn, rel)
 

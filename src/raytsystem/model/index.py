@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -150,74 +150,126 @@ def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None
         conn.execute("DELETE FROM source_digests WHERE source_id = ?", (source_id,))
 
 
-def build(
-    path: Path,
-    *,
-    generation_hash: str,
-    generation_number: int,
-    changed: Mapping[str, list[IndexRow]],
-    removed: Iterable[str] = (),
-    parent: Path | None = None,
-    parent_hash: str | None = None,
-) -> str:
-    """Write the index of a generation to `path` atomically and return its rows digest.
+class IndexWriter:
+    """Writes the index file of a new generation incrementally, then publishes it atomically.
 
-    With `parent`, start from a copy of the parent generation's index and replace the rows of
-    the `changed` and `removed` sources; without it, `changed` must hold every source.
+    It starts from a copy of the parent generation's index (or an empty schema), takes the rows
+    of sources as they come (`replace`, `delete`), and `finish` records the generation and the
+    rows digest, fsyncs and renames the file into place. Until then the file has a temp name
+    no reader looks for; `abandon` removes it. Only per-source digests stay in memory.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
+
+    def __init__(
+        self, directory: Path, *, parent: Path | None = None, parent_hash: str | None = None
+    ) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.tmp = directory / f".building-{os.getpid()}.sqlite3"
+        with contextlib.suppress(FileNotFoundError):
+            self.tmp.unlink()
+        self._fresh = parent is None
+        self._digests: dict[str, str | None] = {}  # None: the source's rows were deleted
         if parent is not None:
-            shutil.copyfile(parent, tmp)
-        conn = _connect(tmp)
+            shutil.copyfile(parent, self.tmp)
+        self.conn = _connect(self.tmp)
         try:
             if parent is None:
-                conn.executescript(SCHEMA)
-            conn.execute("BEGIN")
+                self.conn.executescript(SCHEMA)
+            self.conn.execute("BEGIN")
             if parent is not None:
-                if read_meta(conn).get("format") != FORMAT:
+                meta = read_meta(self.conn)
+                if meta.get("format") != FORMAT:
                     raise IntegrityError("parent index has another format", code="index_format")
-                recorded = read_meta(conn).get("generation_hash")
-                if recorded != parent_hash:
+                if meta.get("generation_hash") != parent_hash:
                     raise IntegrityError(
-                        f"parent index {parent.name} records generation {recorded}, "
-                        f"not {parent_hash}",
+                        f"parent index {parent.name} records generation "
+                        f"{meta.get('generation_hash')}, not {parent_hash}",
                         code="index_generation_mismatch",
                     )
-                _delete_sources(conn, [*removed, *changed])
-            _insert(conn, (row for rows in changed.values() for row in rows))
-            digests = {source_id: source_rows_digest(rows) for source_id, rows in changed.items()}
-            conn.executemany(
-                "INSERT INTO source_digests (source_id, digest) VALUES (?, ?)", digests.items()
+        except BaseException:
+            self.abandon()
+            raise
+
+    def replace(self, rows_by_source: Mapping[str, Sequence[IndexRow]]) -> None:
+        """Put these sources' rows in place of whatever rows they had."""
+        if not self._fresh:
+            _delete_sources(self.conn, [s for s in rows_by_source])
+        else:
+            _delete_sources(self.conn, [s for s in rows_by_source if s in self._digests])
+        _insert(self.conn, (row for rows in rows_by_source.values() for row in rows))
+        for source_id, rows in rows_by_source.items():
+            self._digests[source_id] = source_rows_digest(rows)
+
+    def delete(self, source_ids: Iterable[str]) -> None:
+        ids = list(source_ids)
+        _delete_sources(self.conn, ids)
+        self._digests.update(dict.fromkeys(ids))
+
+    def finish(self, path: Path, generation_hash: str, generation_number: int) -> str:
+        """Record the generation, publish the file at `path`; returns the rows digest."""
+        try:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO source_digests (source_id, digest) VALUES (?, ?)",
+                [(s, d) for s, d in self._digests.items() if d is not None],
             )
-            all_digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
-            total = rows_digest(all_digests)
+            self.conn.executemany(
+                "DELETE FROM source_digests WHERE source_id = ?",
+                [(s,) for s, d in self._digests.items() if d is None],
+            )
+            total = rows_digest(
+                dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
+            )
             meta = {
                 "format": FORMAT,
                 "generation_hash": generation_hash,
                 "generation_number": str(generation_number),
                 "rows_digest": total,
-                "built_from": "parent" if parent is not None else "ledger",
+                "built_from": "ledger" if self._fresh else "parent",
             }
-            conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items())
-            conn.execute("COMMIT")
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items()
+            )
+            self.conn.execute("COMMIT")
+            self.conn.close()
+            with open(self.tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(self.tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            return total
         finally:
-            conn.close()
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
         with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return total
+            self.tmp.unlink()
+
+
+def build(
+    path: Path,
+    *,
+    generation_hash: str,
+    generation_number: int,
+    changed: Mapping[str, Sequence[IndexRow]],
+    removed: Iterable[str] = (),
+    parent: Path | None = None,
+    parent_hash: str | None = None,
+) -> str:
+    """Write a whole index in one go (see IndexWriter); returns its rows digest."""
+    writer = IndexWriter(path.parent, parent=parent, parent_hash=parent_hash)
+    try:
+        writer.delete(removed)
+        writer.replace(changed)
+    except BaseException:
+        writer.abandon()
+        raise
+    return writer.finish(path, generation_hash, generation_number)
 
 
 def usable(path: Path, generation_hash: str) -> bool:

@@ -12,13 +12,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..canonical import canonical_json
 from ..ids import make_id
-from ..model.adapters import Adapter, Normalized, adapter_for, media_type_for
+from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
 from ..model.generation import ClaimState
 from ..model.index import IndexRow
+from ..model.notes import parse_note
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
@@ -84,7 +86,7 @@ class FileResult:
     claim_hashes: list[str] = field(default_factory=list)
     index_rows: list[IndexRow] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)  # normalization id -> normalized text
-    normalized: Normalized | None = None  # kept for manual notes, resolved by the parent
+    note_meta: dict[str, Any] | None = None  # a manual note's parsed meta (model/notes.py)
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -168,16 +170,22 @@ def process_file(task: FileTask) -> FileResult:
     )
     result.texts[normalization_id] = normalized.text
     if is_manual(path):
-        result.normalized = normalized
+        # A note is parsed here (a pure function of its bytes); its citations and statuses are
+        # resolved by the parent, which sees the whole generation (pipeline/manual.py).
+        claims, evidence, meta = parse_note(path, source_id, normalized, segments)
+        result.claims = list(zip(claims, evidence, strict=True))
+        if normalized.findings:
+            meta["findings"] = [f.to_json() for f in normalized.findings]
+        row["meta"] = canonical_json(meta).decode("utf-8")
+        result.note_meta = meta
     else:
         result.claims = extract_claims(source_id, normalized, segments)
         result.claim_hashes = [
             claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
             for c, e in result.claims
         ]
-    if result.claims:
         # The index rows of the source with every claim `confirmed`, made here in the worker;
-        # the parent uses them unless a directive changes a claim's status.
+        # the parent replaces them if a directive changes a claim's status.
         headings = {seg.id: seg.heading_path for seg in segments}
         facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in result.claims}
         states = [

@@ -22,13 +22,13 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, select
 
-from ..canonical import canonical_json, sha256_hex
+from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
-from ..model.notes import is_note, parse_note
+from ..model.notes import is_note
 from ..model.objects import ClaimRow, EvidenceRow, claim_hash, evidence_id
 from ..model.text import Finding
 from ..storage.blobs import BlobStore
@@ -38,6 +38,14 @@ from .files import FileResult, source_id_for
 from .state import ActiveSource
 
 STATUS_ORDER = {"retracted": 2, "disputed": 1}
+
+
+class Staged(Protocol):
+    """The claim states staged by this ingest (pipeline/staging.py)."""
+
+    def owners(self, claim_ids: Iterable[str]) -> dict[str, str]: ...
+
+    def claims_of(self, source_id: str) -> tuple[ClaimState, ...]: ...
 
 
 @dataclass
@@ -239,7 +247,14 @@ def resolve_manual(
     changed: dict[str, FileResult],
     states: dict[str, SourceState],
     removed: set[str],
+    staged: Staged,
 ) -> ManualResult:
+    """Claims and statuses the notes decide for the new generation.
+
+    `states` holds the new state of every source changed in this ingest, without its claims
+    (they are staged, reachable through `staged`); the result holds the states that the notes
+    decided or changed, with their claims.
+    """
     result = ManualResult()
     removed_paths = {a.path for a in active.values() if a.source_id in removed}
 
@@ -248,14 +263,10 @@ def resolve_manual(
     notes = {p: n for p, n in parent_notes.items() if p not in changed and p not in removed_paths}
     statements: dict[str, str] = {}
     for path, r in changed.items():
-        if not is_note(path) or r.normalized is None:
+        if not is_note(path) or r.note_meta is None:
             continue
         sid = source_id_for(path)
-        claims, evidence, meta = parse_note(path, sid, r.normalized, r.segments)
-        r.normalization["meta"] = canonical_json(meta).decode("utf-8")
-        result.claims.extend(claims)
-        result.evidence.extend(evidence)
-        statements.update({c.id: c.statement for c in claims})
+        meta = r.note_meta
         notes[path] = Note(path, sid, r.revision_id, str(r.normalization["id"]), meta)
         if meta["note_error"] is None and meta["note"]["status"] == "outdated":
             result.findings.append(
@@ -269,7 +280,7 @@ def resolve_manual(
     flipped = {
         c for c in set(old_overlay) | set(new_overlay) if old_overlay.get(c) != new_overlay.get(c)
     }
-    owners = _owners(conn, parent_number, flipped, states)
+    owners = _owners(conn, parent_number, flipped, states, staged)
     to_resolve = [
         n
         for p, n in sorted(notes.items())
@@ -279,7 +290,8 @@ def resolve_manual(
         a.path: (a.normalization_id, None) for a in active.values() if a.source_id not in removed
     }
     for path, r in changed.items():
-        sources[path] = (str(r.normalization["id"]) if r.normalization else None, r)
+        # Their rows are written already: the texts are read back from the blobs.
+        sources[path] = (str(r.normalization["id"]) if r.normalization else None, None)
     texts = Texts(conn, blobs, sources)
     statements = _statements(
         conn, [e["id"] for n in to_resolve for e in n.meta["claims"]], statements
@@ -304,7 +316,14 @@ def resolve_manual(
                 )
 
     # Owners of every directive's target, now that this ingest's notes have their states.
-    targets = _owners(conn, parent_number, set(new_overlay), states)
+    targets = _owners(conn, parent_number, set(new_overlay), states, staged)
+    # The claims of changed sources that a directive reaches come back from staging.
+    for sid in set(owners.values()) | set(targets.values()):
+        s = states.get(sid)
+        if s is not None and not s.claims and sid not in result.states:
+            states[sid] = SourceState(
+                sid, s.path, s.revision_id, s.normalization_id, s.digest, staged.claims_of(sid)
+            )
 
     # 3. Apply the directives to every state computed now, and to the owners of flipped claims.
     for sid in set(owners.values()) - set(states):
@@ -317,9 +336,6 @@ def resolve_manual(
         base = tuple(_undirected(c) for _, c in parent_claims)
         states[sid] = SourceState(sid, a.path, a.revision_id, a.normalization_id, "", base)
     known = _claims_info(conn, [c.claim_id for s in states.values() for c in s.claims])
-    known.update({c.id: (c.statement, c.authority) for c in result.claims})
-    for r in changed.values():
-        known.update({c.id: (c.statement, c.authority) for c, _ in r.claims})
     for sid, s in list(states.items()):
         new_claims = []
         for c in s.claims:
@@ -394,12 +410,17 @@ def _overlay(notes: Iterable[Note]) -> dict[str, str]:
 
 
 def _owners(
-    conn: Connection, parent_number: int | None, claim_ids: set[str], states: dict[str, SourceState]
+    conn: Connection,
+    parent_number: int | None,
+    claim_ids: set[str],
+    states: dict[str, SourceState],
+    staged: Staged,
 ) -> dict[str, str]:
-    """claim ID -> source ID, for the claims active in the parent or computed now."""
+    """claim ID -> source ID: claims of notes resolved now, staged now, or active in the parent."""
     owners = {
         c.claim_id: sid for sid, s in states.items() for c in s.claims if c.claim_id in claim_ids
     }
+    owners.update({c: s for c, s in staged.owners(claim_ids - set(owners)).items()})
     if parent_number is None:
         return owners
     from ..storage.models import ClaimState as Row

@@ -221,9 +221,7 @@ def check_ledger(
         ),
     ):
         segments_by_norm[row[1]].append(row)
-    done = 0
-    for nid in sorted(set(segments_by_norm) | set(evidence_by_norm)):
-        done += 1
+    for done, nid in enumerate(sorted(set(segments_by_norm) | set(evidence_by_norm)), 1):
         norm = norms.get(nid)
         blob = norm[6] if norm else None
         text = None

@@ -1,0 +1,154 @@
+"""Staging: the new generation's states, written ahead in temporary tables, made real at once.
+
+A cold ingest of 50,000 files makes millions of claim states; holding them in memory until the
+head moves would need gigabytes. Instead, ingest holds one ledger connection for its whole run
+and stages each source's new claim states in TEMPORARY tables as the files stream in. The final
+transaction turns them into generation rows with set-based SQL (the same on SQLite and
+PostgreSQL), in the same transaction as the head move. Temporary tables belong to the
+connection: a crash leaves nothing to clean up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import OperationalError
+
+from ..canonical import canonical_json
+from ..model.generation import ClaimState, SourceState
+from ..storage.db import Ledger, _translate
+from .state import chunks
+
+_SCHEMA = (
+    "CREATE TEMPORARY TABLE pending_claims (claim_id VARCHAR(36) NOT NULL, "
+    "source_id VARCHAR(36) NOT NULL, status VARCHAR(16) NOT NULL, claim_hash VARCHAR(64) NOT NULL, "
+    "evidence_ids TEXT NOT NULL)",
+    "CREATE INDEX pending_claims_source ON pending_claims (source_id)",
+    "CREATE INDEX pending_claims_claim ON pending_claims (claim_id)",
+    "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
+    "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
+)
+
+
+class Staging:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        for statement in _SCHEMA:
+            conn.exec_driver_sql(statement)
+        conn.commit()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        if self.conn.in_transaction():
+            # Only reads (claims_of, owners) run outside `transaction()`: end what they began.
+            self.conn.commit()
+        try:
+            with self.conn.begin():
+                yield self.conn
+        except OperationalError as exc:
+            raise _translate(exc) from exc
+
+    def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
+        """Replace the staged claims of one source (within the caller's transaction)."""
+        self.conn.execute(text("DELETE FROM pending_claims WHERE source_id = :s"), {"s": source_id})
+        self.put_many(claims)
+
+    def put_many(self, claims: Iterable[ClaimState]) -> None:
+        rows = [
+            {
+                "c": c.claim_id,
+                "s": c.source_id,
+                "st": c.status,
+                "h": c.claim_hash,
+                "e": canonical_json(sorted(c.evidence_ids)).decode("utf-8"),
+            }
+            for c in claims
+        ]
+        for part in chunks(rows, 5000):
+            self.conn.execute(
+                text("INSERT INTO pending_claims VALUES (:c, :s, :st, :h, :e)"), list(part)
+            )
+
+    def claims_of(self, source_id: str) -> tuple[ClaimState, ...]:
+        rows = self.conn.execute(
+            text(
+                "SELECT claim_id, source_id, status, claim_hash, evidence_ids FROM pending_claims "
+                "WHERE source_id = :s ORDER BY claim_id"
+            ),
+            {"s": source_id},
+        )
+        return tuple(ClaimState(r[0], r[1], r[2], r[3], tuple(json.loads(r[4]))) for r in rows)
+
+    def owners(self, claim_ids: Iterable[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for part in chunks(sorted(set(claim_ids))):
+            marks = ", ".join(f":c{i}" for i in range(len(part)))
+            for cid, sid in self.conn.execute(
+                text(f"SELECT claim_id, source_id FROM pending_claims WHERE claim_id IN ({marks})"),
+                {f"c{i}": c for i, c in enumerate(part)},
+            ):
+                out[cid] = sid
+        return out
+
+    def put_sources(self, changed: Iterable[SourceState], removed: Iterable[str]) -> None:
+        rows = [
+            {"s": s.source_id, "r": s.revision_id, "n": s.normalization_id, "d": s.digest, "x": 0}
+            for s in changed
+        ] + [{"s": sid, "r": None, "n": None, "d": None, "x": 1} for sid in removed]
+        for part in chunks(rows, 5000):
+            self.conn.execute(
+                text("INSERT INTO pending_sources VALUES (:s, :r, :n, :d, :x)"), list(part)
+            )
+
+    def apply(self, number: int) -> tuple[int, int]:
+        """Close and open the state intervals of the staged sources for generation `number`.
+
+        Returns (claims added, claims removed). Runs inside the caller's transaction.
+        """
+        n = {"n": number}
+        touched = "SELECT source_id FROM pending_sources"
+        self.conn.execute(
+            text(
+                f"UPDATE source_states SET gen_to = :n WHERE gen_to IS NULL AND source_id IN ({touched})"
+            ),
+            n,
+        )
+        self.conn.execute(
+            text(
+                "INSERT INTO source_states (source_id, revision_id, normalization_id, digest, gen_from, gen_to) "
+                "SELECT source_id, revision_id, normalization_id, digest, :n, NULL FROM pending_sources "
+                "WHERE removed = 0"
+            ),
+            n,
+        )
+        # A claim state that stays the same (same claim, same hash) keeps its open interval.
+        removed = self.conn.execute(
+            text(
+                f"UPDATE claim_states SET gen_to = :n WHERE gen_to IS NULL AND source_id IN ({touched}) "
+                "AND NOT EXISTS (SELECT 1 FROM pending_claims p WHERE p.claim_id = claim_states.claim_id "
+                "AND p.claim_hash = claim_states.claim_hash AND p.source_id IN "
+                "(SELECT source_id FROM pending_sources WHERE removed = 0))"
+            ),
+            n,
+        ).rowcount
+        added = self.conn.execute(
+            text(
+                "INSERT INTO claim_states (claim_id, source_id, status, claim_hash, evidence_ids, gen_from, gen_to) "
+                "SELECT p.claim_id, p.source_id, p.status, p.claim_hash, p.evidence_ids, :n, NULL "
+                "FROM pending_claims p WHERE p.source_id IN "
+                "(SELECT source_id FROM pending_sources WHERE removed = 0) "
+                "AND NOT EXISTS (SELECT 1 FROM claim_states c WHERE c.claim_id = p.claim_id "
+                "AND c.claim_hash = p.claim_hash AND c.gen_to IS NULL)"
+            ),
+            n,
+        ).rowcount
+        return added, removed
+
+
+@contextmanager
+def staging(ledger: Ledger) -> Iterator[Staging]:
+    with ledger.engine.connect() as conn:
+        yield Staging(conn)
