@@ -18,6 +18,7 @@ def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
+        TaskID,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
@@ -37,7 +38,7 @@ def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
         console=Console(stderr=True),
         transient=True,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(phase: str, done: int, total: int, nbytes: int) -> None:
         if phase not in tasks:

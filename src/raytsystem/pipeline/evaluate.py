@@ -187,7 +187,9 @@ def evaluate(
             if key in row:
                 sums[key].append(row[key])
         rows.append(row)
-    metrics = {key: (round(sum(v) / len(v), 4) if v else None) for key, v in sums.items()}
+    metrics: dict[str, Any] = {
+        key: (round(sum(v) / len(v), 4) if v else None) for key, v in sums.items()
+    }
     metrics["cases"] = len(dataset.cases)
     metrics["latency_ms"] = {
         "p50": round(_percentile(latencies, 0.5), 2),

@@ -196,7 +196,7 @@ def index_rows(
             .where(seg_table.c.normalization_id.in_(part))
             .order_by(seg_table.c.normalization_id, seg_table.c.ordinal)
         ):
-            segments.setdefault(r[0], []).append(tuple(r[1:]))  # type: ignore[arg-type]
+            segments.setdefault(r[0], []).append((r[1], r[2], r[3], r[4], r[5], r[6]))
 
     confirmed = [c for s in sources for c in s.claims if c.status == "confirmed"]
     statements: dict[str, tuple[str, str]] = {}
@@ -216,13 +216,14 @@ def index_rows(
 
     out: dict[str, list[IndexRow]] = {}
     for source in sources:
-        nid = source.normalization_id
+        norm_id = source.normalization_id
         facts: list[SegmentFact] = []
-        if nid and text_blobs.get(nid):
-            text = blobs.get(text_blobs[nid] or "").decode("utf-8")
+        text_blob = text_blobs.get(norm_id) if norm_id else None
+        if norm_id and text_blob:
+            text = blobs.get(text_blob).decode("utf-8")
             facts = [
                 SegmentFact(seg_id, sha, kind, heading, text[start:end])
-                for seg_id, sha, kind, heading, start, end in segments.get(nid, [])
+                for seg_id, sha, kind, heading, start, end in segments.get(norm_id, [])
             ]
         claims = [
             ClaimFact(
@@ -237,7 +238,7 @@ def index_rows(
             if c.status == "confirmed"
         ]
         out[source.source_id] = source_rows(
-            source.source_id, source.path, nid, facts, claims, analyzer
+            source.source_id, source.path, norm_id, facts, claims, analyzer
         )
     return out
 

@@ -56,6 +56,7 @@ from ..storage.models import (
     Revision,
     Segment,
     Source,
+    table,
 )
 from ..storage.statcache import StatCache
 from ..workspace import Candidate, Refusal, Workspace
@@ -330,7 +331,8 @@ def ingest(
             for c in candidates
             if (rev := _cached_revision(c.path, active, run.changed))
         ]
-        cache.save((generation or parent).hash if (generation or parent) else None, stat_entries)
+        current = generation or parent
+        cache.save(current.hash if current else None, stat_entries)
         report.seconds = time.monotonic() - started
         return report
 
@@ -434,7 +436,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             "claims_removed": closed,
         }
         conn.execute(
-            insert(Generation.__table__),
+            insert(table(Generation)),
             {
                 "hash": ghash,
                 "number": number,
@@ -449,12 +451,12 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
         faults.point("ingest.before_head")
         if current is None:
             conn.execute(
-                insert(Head.__table__),
+                insert(table(Head)),
                 {"name": "current", "generation_hash": ghash, "number": number},
             )
         else:
             moved = conn.execute(
-                update(Head.__table__)
+                update(table(Head))
                 .where(Head.name == "current", Head.generation_hash == current.hash)
                 .values(generation_hash=ghash, number=number)
             )
@@ -545,7 +547,12 @@ def _write_objects(
     extra_claims: Sequence[ClaimRow],
     extra_evidence: Sequence[EvidenceRow],
 ) -> None:
-    sources, revisions, normalizations, segments, claims, evidence = [], [], [], [], [], []
+    sources: list[dict[str, Any]] = []
+    revisions: list[dict[str, Any]] = []
+    normalizations: list[dict[str, Any]] = []
+    segments: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []
     for r in results:
         sid = source_id_for(r.path)
         sources.append({"id": sid, "path": r.path, "first_seen_at": seen_at})
@@ -576,7 +583,7 @@ def _write_objects(
 
 def _record_run(conn: Connection, started_at: str, ghash: str | None, report: IngestReport) -> None:
     conn.execute(
-        insert(IngestRun.__table__),
+        insert(table(IngestRun)),
         {
             "started_at": started_at,
             "finished_at": now_iso(),

@@ -80,46 +80,34 @@ class Note:
 
 
 class Texts:
-    """Current normalized text and segments of sources, from this ingest or the ledger."""
+    """Current normalized text and segments of sources, read from the ledger and the blobs."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        blobs: BlobStore,
-        sources: dict[str, tuple[str | None, FileResult | None]],
-    ) -> None:
+    def __init__(self, conn: Connection, blobs: BlobStore, sources: dict[str, str | None]) -> None:
         self.conn = conn
         self.blobs = blobs
-        self.sources = sources  # path -> (normalization id, result if changed now)
+        self.sources = sources  # path -> its normalization in the new generation
         self._cache: dict[str, tuple[str, str, list[tuple[str, int, int]]] | None] = {}
 
     def get(self, path: str) -> tuple[str, str, list[tuple[str, int, int]]] | None:
         """(normalization id, text, [(segment id, start, end)]) of the source at `path`."""
         if path in self._cache:
             return self._cache[path]
-        found = self.sources.get(path)
+        nid = self.sources.get(path)
         value = None
-        if found is not None and found[0] is not None:
-            nid, result = found
-            if result is not None:
-                text = result.texts.get(nid)
-                segs = [(s.id, s.start, s.end) for s in result.segments]
-                value = (nid, text, segs) if text is not None else None
-            else:
-                blob = self.conn.execute(
-                    select(Normalization.text_blob).where(Normalization.id == nid)
-                ).scalar_one_or_none()
-                if blob:
-                    text = self.blobs.get(blob).decode("utf-8")
-                    segs = [
-                        (r[0], r[1], r[2])
-                        for r in self.conn.execute(
-                            select(Segment.id, Segment.start, Segment.end)
-                            .where(Segment.normalization_id == nid)
-                            .order_by(Segment.ordinal)
-                        )
-                    ]
-                    value = (nid, text, segs)
+        if nid is not None:
+            blob = self.conn.execute(
+                select(Normalization.text_blob).where(Normalization.id == nid)
+            ).scalar_one_or_none()
+            if blob:
+                segs = [
+                    (r[0], r[1], r[2])
+                    for r in self.conn.execute(
+                        select(Segment.id, Segment.start, Segment.end)
+                        .where(Segment.normalization_id == nid)
+                        .order_by(Segment.ordinal)
+                    )
+                ]
+                value = (nid, self.blobs.get(blob).decode("utf-8"), segs)
         self._cache[path] = value
         return value
 
@@ -286,12 +274,12 @@ def resolve_manual(
         for p, n in sorted(notes.items())
         if p in changed or n.cited_paths() & touched_paths or n.source_id in owners.values()
     ]
-    sources: dict[str, tuple[str | None, FileResult | None]] = {
-        a.path: (a.normalization_id, None) for a in active.values() if a.source_id not in removed
+    sources: dict[str, str | None] = {
+        a.path: a.normalization_id for a in active.values() if a.source_id not in removed
     }
     for path, r in changed.items():
         # Their rows are written already: the texts are read back from the blobs.
-        sources[path] = (str(r.normalization["id"]) if r.normalization else None, None)
+        sources[path] = str(r.normalization["id"]) if r.normalization else None
     texts = Texts(conn, blobs, sources)
     statements = _statements(
         conn, [e["id"] for n in to_resolve for e in n.meta["claims"]], statements
@@ -333,8 +321,8 @@ def resolve_manual(
         parent_claims = state.claim_states(conn, parent_number or 0, [sid]).get(sid, [])
         # Only extracted sources get here (notes owning flipped claims were resolved above),
         # and an extracted claim's status without directives is always `confirmed`.
-        base = tuple(_undirected(c) for _, c in parent_claims)
-        states[sid] = SourceState(sid, a.path, a.revision_id, a.normalization_id, "", base)
+        undirected = tuple(_undirected(c) for _, c in parent_claims)
+        states[sid] = SourceState(sid, a.path, a.revision_id, a.normalization_id, "", undirected)
     known = _claims_info(conn, [c.claim_id for s in states.values() for c in s.claims])
     for sid, s in list(states.items()):
         new_claims = []

@@ -36,7 +36,7 @@ from ..canonical import canonical_json
 from ..ids import make_id
 from ..model.notes import is_note
 from ..storage.blobs import BlobStore
-from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState
+from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState, table
 from ..storage.models import ClaimState as ClaimStateRow
 from . import state
 from .files import now_iso
@@ -141,7 +141,7 @@ def audit(
     notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
 
     # Manual claims: why unverified, and whether a once-verified citation went stale.
-    texts = Texts(conn, blobs, {a.path: (a.normalization_id, None) for a in sources.values()})
+    texts = Texts(conn, blobs, {a.path: a.normalization_id for a in sources.values()})
     by_id = {c.id: c for c in claims}
     for note in sorted(notes.values(), key=lambda n: n.path):
         for entry in note.meta["claims"]:
@@ -182,7 +182,7 @@ def audit(
             findings.append(
                 _finding("error", "front_matter_invalid", [note.path], note.meta["note_error"])
             )
-        all_paths = {a.path: (a.normalization_id, None) for a in sources.values()}
+        all_paths = {a.path: a.normalization_id for a in sources.values()}
         for link in note.meta["links"]:
             if not _link_exists(link, notes, all_paths):
                 findings.append(
@@ -336,7 +336,7 @@ def review(
     body = canonical_json(report).decode("utf-8")
     if conn.execute(select(Review.id).where(Review.id == review_id)).first() is None:
         conn.execute(
-            insert(Review.__table__),
+            insert(table(Review)),
             {
                 "id": review_id,
                 "generation_hash": generation.hash,

@@ -84,8 +84,8 @@ def search(
             "score": round(-score, 6),
         }
         if kind == "segment":
-            body, start, end = segments.get(object_id, ("", None, None))  # type: ignore[assignment]
-            hit["text"] = body
+            seg_text, start, end = segments.get(object_id, ("", 0, 0))
+            hit["text"] = seg_text
             hit["lines"] = {"start": start, "end": end}
             hit["sha256"] = object_hash
         else:

@@ -17,7 +17,7 @@ Times are ISO-8601 UTC strings: portable across SQLite and PostgreSQL and never 
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Table, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 ID = String(36)
@@ -175,3 +175,8 @@ class Review(Base):
 
 
 TABLES = Base.metadata.tables
+
+
+def table(model: type[Base]) -> Table:
+    """A model's Table, typed as one (`Model.__table__` is typed as a FromClause)."""
+    return TABLES[model.__tablename__]
