@@ -19,13 +19,15 @@ a batch of results and one digest per source, whatever the size of the workspace
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import json
 import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,25 +139,45 @@ def _insert_ignore(conn: Connection, table: Any, rows: Sequence[dict[str, Any]])
         conn.exec_driver_sql(sql, [tuple(row[c] for c in columns) for row in part])
 
 
+def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:
+    return [process_file(task) for task in tasks]
+
+
 def _results(tasks: list[FileTask], jobs: int, progress: Progress | None) -> Iterator[FileResult]:
-    """Results in task order (sorted by path), as soon as each is ready."""
-    done_bytes = 0
-    if jobs > 1 and len(tasks) >= PARALLEL_THRESHOLD:
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
-            for n, result in enumerate(pool.map(process_file, tasks, chunksize=chunk), 1):
-                done_bytes += result.size
-                if progress:
-                    progress("normalize", n, len(tasks), done_bytes)
-                yield result
-    else:
-        for n, task in enumerate(tasks, 1):
-            result = process_file(task)
-            done_bytes += result.size
-            if progress:
-                progress("normalize", n, len(tasks), done_bytes)
-            yield result
+    """Results in task order (sorted by path), as soon as each is ready.
+
+    At most a few chunks per worker are in flight: when the parent (which writes the rows)
+    falls behind, the workers wait instead of piling results up in memory.
+    """
+    done, done_bytes = 0, 0
+
+    def report(result: FileResult) -> FileResult:
+        nonlocal done, done_bytes
+        done += 1
+        done_bytes += result.size
+        if progress:
+            progress("normalize", done, len(tasks), done_bytes)
+        return result
+
+    if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
+        for task in tasks:
+            yield report(process_file(task))
+        return
+    size = max(1, min(16, len(tasks) // (jobs * 8) or 1))
+    chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
+    window = 3 * jobs
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        pending: collections.deque[Future[list[FileResult]]] = collections.deque()
+        queue = iter(chunks)
+        for chunk in itertools.islice(queue, window):
+            pending.append(pool.submit(_process_chunk, chunk))
+        while pending:
+            for result in pending.popleft().result():
+                yield report(result)
+            following = next(queue, None)
+            if following is not None:
+                pending.append(pool.submit(_process_chunk, following))
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
