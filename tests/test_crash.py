@@ -6,6 +6,7 @@ process can clean up, exactly like a power cut or the OOM killer.
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -69,3 +70,33 @@ def test_kill_of_the_first_ingest_leaves_an_empty_but_usable_workspace(workspace
     assert (
         run_cli("query", "limit requests", "--json", cwd=workspace).json()["status"] == "answered"
     )
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_previous_generation(workspace: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    write(workspace, "docs/a.md", "The limit is 9 requests per second.\n")
+    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.after_normalize:30"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytsystem", "ingest", "--json"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert json.loads(out)["error"]["code"] == "interrupted"
+    assert "Traceback" not in err
+    assert not list((workspace / ".raytsystem" / "indexes").glob(".building-*"))
+    body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
+    assert body["generation"]["number"] == 1 and "5 requests" in body["answer"]

@@ -218,12 +218,16 @@ class IndexWriter:
             total = rows_digest(
                 dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
             )
+            (sources,) = self.conn.execute(
+                "SELECT count(*) FROM docs WHERE kind = 'source'"
+            ).fetchone()
             meta = {
                 "format": FORMAT,
                 "generation_hash": generation_hash,
                 "generation_number": str(generation_number),
                 "rows_digest": total,
                 "built_from": "ledger" if self._fresh else "parent",
+                "source_count": str(sources),  # the N of query-time IDF
             }
             self.conn.executemany(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", meta.items()

@@ -203,11 +203,23 @@ class _Run:
     active: dict[str, state.ActiveSource]
     report: IngestReport
     started_at: str
-    index: index_file.IndexWriter
+    # Opened on first use: a run that changes nothing never copies the parent's index.
+    open_index: Callable[[], index_file.IndexWriter]
     # Per changed source: its state, without claims (those are staged) except for notes.
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
+    _index: index_file.IndexWriter | None = None
+
+    @property
+    def index(self) -> index_file.IndexWriter:
+        if self._index is None:
+            self._index = self.open_index()
+        return self._index
+
+    def abandon_index(self) -> None:
+        if self._index is not None:
+            self._index.abandon()
 
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
@@ -332,7 +344,8 @@ def ingest(
             active,
             report,
             started_at,
-            index_file.IndexWriter(
+            functools.partial(
+                index_file.IndexWriter,
                 ws.index_dir,
                 parent=parent_index if usable_parent else None,
                 parent_hash=parent.hash if parent else None,
@@ -345,7 +358,7 @@ def ingest(
             faults.point("ingest.after_normalize")
             generation = _finish(run, usable_parent, started)
         except BaseException:
-            run.index.abandon()
+            run.abandon_index()
             raise
 
         stat_entries = [
@@ -404,7 +417,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
         sid: s for sid, s in run.states.items() if sid not in by_id or by_id[sid].digest != s.digest
     }
     if not differing and not removed:
-        run.index.abandon()
+        run.abandon_index()
         if parent is not None and not usable_parent:
             # A machine that shares the ledger (or lost its .raytsystem/indexes) gets the
             # current generation's index back from the ledger.

@@ -40,6 +40,9 @@ MAX_LIMIT: Final = 50
 CANDIDATES: Final = 300
 SOURCE_CANDIDATES: Final = 200
 PULL_SOURCES: Final = 20
+# A term in more than this share of the sources is not searched for when rarer ones are there
+# (0.2 lost 1.3 points of SciFact recall@10, 0.35 lost 0.2 and saves a third of the latency).
+COMMON_SHARE: Final = 0.35
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 # BM25 column weights: statement, heading path, source path.
@@ -160,24 +163,34 @@ def required_coverage(n_terms: int) -> float:
     return min(1.0, 1.0 / n_terms + 0.05)
 
 
-def _idf(conn: sqlite3.Connection, query_terms: list[str]) -> dict[str, float]:
+def _document_frequency(conn: sqlite3.Connection, terms_: list[str]) -> tuple[dict[str, int], int]:
+    """How many sources contain each term, and how many sources there are."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.source_vocab "
+        "USING fts5vocab(main, 'sources_fts', 'row')"
+    )
+    placeholders = ", ".join("?" for _ in terms_)
+    df = dict(
+        conn.execute(
+            f"SELECT term, doc FROM temp.source_vocab WHERE term IN ({placeholders})", terms_
+        ).fetchall()
+    )
+    recorded = dict(conn.execute("SELECT key, value FROM meta WHERE key = 'source_count'"))
+    total = int(
+        recorded.get("source_count")
+        or conn.execute("SELECT count(*) FROM sources_fts").fetchone()[0]
+    )
+    return {t: df.get(t, 0) for t in terms_}, total
+
+
+def _idf(df: dict[str, int], total: int) -> dict[str, float]:
     """BM25-style IDF of each term over sources.
 
     A term no source contains counts as if one did: rare, but not infinitely heavy, so one
     unknown word in a long question does not drown the words the knowledge base does know.
     """
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.source_vocab USING fts5vocab(main, 'sources_fts', 'row')"
-    )
-    total = conn.execute("SELECT count(*) FROM sources_fts").fetchone()[0]
-    placeholders = ", ".join("?" for _ in query_terms)
-    df = dict(
-        conn.execute(
-            f"SELECT term, doc FROM temp.source_vocab WHERE term IN ({placeholders})", query_terms
-        ).fetchall()
-    )
-    freq = {t: max(1, df.get(t, 0)) for t in query_terms}
-    return {t: math.log(1 + (total - freq[t] + 0.5) / (freq[t] + 0.5)) for t in query_terms}
+    freq = {t: max(1, n) for t, n in df.items()}
+    return {t: math.log(1 + (total - freq[t] + 0.5) / (freq[t] + 0.5)) for t in freq}
 
 
 def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candidate]:
@@ -190,9 +203,14 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     score = BM25 of the claim's source (all its text) + BM25 of the claim itself (statement,
     heading path, file path), each divided by the best of its kind for this question.
     """
-    expression = match_expression(query_terms)
-    idf = _idf(conn, query_terms)
+    df, total = _document_frequency(conn, query_terms)
+    idf = _idf(df, total)
     weight = sum(idf.values()) or 1.0
+    # Words in most sources ("use", "file") weigh almost nothing in BM25 but make FTS5 score
+    # a large part of the index: they are not searched for when rarer words are there (they
+    # still count toward coverage).
+    rare = [t for t in query_terms if df[t] <= COMMON_SHARE * total]
+    expression = match_expression(rare or query_terms)
     need = required_coverage(len(query_terms))
     wanted = set(query_terms)
     sources: dict[str, float] = {}
@@ -221,15 +239,19 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         for sid, _ in sorted(sources.items(), key=lambda x: (-x[1], x[0]))[:PULL_SOURCES]
         if sid not in found
     ]
-    if missing:
-        placeholders = ", ".join("?" for _ in missing)
+    for sid in missing:
+        # A source's rows are written together, so they span one rowid range, which FTS5
+        # searches without scoring the rest of the index.
+        low, high = conn.execute(
+            "SELECT min(rowid), max(rowid) FROM docs WHERE source_id = ?", (sid,)
+        ).fetchone()
         rows += conn.execute(
-            "SELECT d.object_id, d.object_hash, d.source_id, d.source_path, d.authority, d.text, f.terms, "
-            "f.heading, f.path, bm25(claims_fts, ?, ?, ?) AS score "
+            "SELECT d.object_id, d.object_hash, d.source_id, d.source_path, d.authority, d.text, "
+            "f.terms, f.heading, f.path, bm25(claims_fts, ?, ?, ?) AS score "
             "FROM claims_fts f JOIN docs d ON d.rowid = f.rowid "
-            f"WHERE claims_fts MATCH ? AND f.rowid IN (SELECT rowid FROM docs WHERE kind = 'claim' "
-            f"AND source_id IN ({placeholders})) ORDER BY score, d.object_id LIMIT ?",
-            (*WEIGHTS, expression, *missing, PULL_SOURCES * 3),
+            "WHERE claims_fts MATCH ? AND f.rowid BETWEEN ? AND ? AND d.source_id = ? "
+            "ORDER BY score, d.object_id LIMIT 3",
+            (*WEIGHTS, expression, low, high, sid),
         ).fetchall()
     best_source = max(sources.values()) or 1.0
     best_claim = max((-r[9] for r in rows), default=1.0) or 1.0

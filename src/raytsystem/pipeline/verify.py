@@ -18,12 +18,13 @@ Findings carry a code and severity; `ok` is false when any finding is an error o
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ..canonical import sha256_hex
-from ..errors import BlobMissing
 from ..ids import make_id
 from ..model import index as index_file
 from ..model.generation import ClaimState, generation_hash, manifest_digest, source_digest
@@ -93,34 +93,33 @@ class VerifyReport:
         }
 
 
-def _hash_one(store: DiskBlobStore, address: str) -> tuple[str, str | None, int]:
-    path = store.path(address)
-    try:
-        size = os.path.getsize(path)
-        return address, store.rehash(address), size
-    except (BlobMissing, OSError):
-        return address, None, 0
-
-
 def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress | None) -> set[str]:
-    addresses = list(store.addresses())
+    """Re-hash every blob; shards are spread over worker processes when there are many."""
     started = time.perf_counter()
+    shards = store.shards()
+    jobs = min(os.cpu_count() or 1, 8)
+    if jobs > 1 and len(shards) > 16:
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            per_shard = list(pool.map(store.rehash_shard, shards, chunksize=8))
+    else:
+        per_shard = [store.rehash_shard(shard) for shard in shards]
     present = set()
-    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
-        for n, (address, got, size) in enumerate(
-            pool.map(lambda a: _hash_one(store, a), addresses, chunksize=64), 1
-        ):
+    count = 0
+    for rows in per_shard:
+        for address, got, size in rows:
+            count += 1
             report.raw_bytes += size
-            if got is None:
+            if not got:
                 report.add("error", "blob_unreadable", address, f"blob {address} cannot be read")
             elif got != address:
                 report.add("error", "blob_corrupt", address, f"blob {address} hashes to {got}")
             else:
                 present.add(address)
-            if progress and (n % 256 == 0 or n == len(addresses)):
-                progress("hash blobs", n, len(addresses), report.raw_bytes)
+        if progress:
+            progress("hash blobs", count, count, report.raw_bytes)
     report.hash_seconds = time.perf_counter() - started
-    report.counts["blobs"] = len(addresses)
+    report.counts["blobs"] = count
     for stray in store.stray_files():
         report.add(
             "warning",
