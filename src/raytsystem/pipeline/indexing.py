@@ -243,13 +243,13 @@ def index_rows(
     return out
 
 
-def rebuild(
-    index_dir: Path, conn: Connection, blobs: BlobStore, generation: GenerationRef
-) -> dict[str, object]:
-    """Write the index of `generation` from the ledger alone; returns its path and digests."""
+def generation_rows(
+    conn: Connection, blobs: BlobStore, generation: GenerationRef
+) -> dict[str, list[IndexRow]]:
+    """Every index row of `generation`, from the ledger alone."""
     sources = state.active_sources(conn, generation.number)
     claims = state.claim_states(conn, generation.number, [a.source_id for a in sources.values()])
-    rows = index_rows(
+    return index_rows(
         conn,
         blobs,
         [
@@ -259,6 +259,13 @@ def rebuild(
             for a in sources.values()
         ],
     )
+
+
+def rebuild(
+    index_dir: Path, conn: Connection, blobs: BlobStore, generation: GenerationRef
+) -> dict[str, object]:
+    """Write the index of `generation` from the ledger alone; returns its path and digests."""
+    rows = generation_rows(conn, blobs, generation)
     path = index_file.index_path(index_dir, generation.number, generation.hash)
     previous = None
     if path.is_file():

@@ -52,7 +52,7 @@ from ..storage.models import (
     ClaimState as ClaimStateRow,
 )
 from . import state
-from .indexing import SourceForIndex, index_rows
+from .indexing import generation_rows
 
 Progress = Callable[[str, int, int, int], None]
 
@@ -447,21 +447,7 @@ def check_indexes(
         for problem in problems:
             report.add("error", "index_mismatch", path.name, problem)
         if current is not None and gen.hash == current.hash:
-            sources = state.active_sources(conn, gen.number)
-            claims = state.claim_states(conn, gen.number, [a.source_id for a in sources.values()])
-            rows = index_rows(
-                conn,
-                store,
-                [
-                    SourceForIndex(
-                        a.source_id,
-                        a.path,
-                        a.normalization_id,
-                        [c for _, c in claims.get(a.source_id, [])],
-                    )
-                    for a in sources.values()
-                ],
-            )
+            rows = generation_rows(conn, store, gen)
             expected = index_file.rows_digest(
                 {sid: index_file.source_rows_digest(r) for sid, r in rows.items()}
             )
