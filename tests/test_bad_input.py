@@ -81,7 +81,11 @@ def deep_quote(depth: int = DEEP) -> bytes:
 # --- process_file in tmp_path -----------------------------------------------------------------
 
 
+_RAW_ROOTS: list[Path] = []  # where `run` stored the blobs, for `text_of`
+
+
 def run(tmp_path: Path, rel: str, data: bytes, max_bytes: int = MAX_BYTES) -> FileResult:
+    _RAW_ROOTS.append(tmp_path / "_raw")
     disk = tmp_path / "ws" / rel
     disk.parent.mkdir(parents=True, exist_ok=True)
     disk.write_bytes(data)
@@ -89,7 +93,9 @@ def run(tmp_path: Path, rel: str, data: bytes, max_bytes: int = MAX_BYTES) -> Fi
 
 
 def text_of(result: FileResult) -> str:
-    return result.texts[str(result.normalization["id"])]
+    """The normalized text, read back from the blob the worker wrote."""
+    blob = str(result.normalization["text_blob"])
+    return (_RAW_ROOTS[-1] / "blake3" / blob[:2] / blob).read_bytes().decode("utf-8")
 
 
 def segments(result: FileResult) -> list[tuple[str, str, int, int]]:

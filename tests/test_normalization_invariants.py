@@ -94,9 +94,9 @@ def check_file(data: bytes, result: FileResult, raw_root: Path) -> None:
     assert result.outcome == "new", (result.outcome, result.finding)
     assert result.normalization["status"] == "ok", result.normalization
     nid = str(result.normalization["id"])
-    text = result.texts[nid]
-    raw_lines = decode(data).split("\n")
     store = DiskBlobStore(raw_root)
+    text = store.get(str(result.normalization["text_blob"])).decode("utf-8")
+    raw_lines = decode(data).split("\n")
     assert store.get(result.blob) == data
     assert store.get(str(result.normalization["text_blob"])).decode("utf-8") == text
     assert result.normalization["segment_count"] == len(result.segments)

@@ -85,7 +85,6 @@ class FileResult:
     # changes it (computed here, in the worker, not in the parent).
     claim_hashes: list[str] = field(default_factory=list)
     index_rows: list[IndexRow] = field(default_factory=list)
-    texts: dict[str, str] = field(default_factory=dict)  # normalization id -> normalized text
     note_meta: dict[str, Any] | None = None  # a manual note's parsed meta (model/notes.py)
     findings: list[Finding] = field(default_factory=list)
 
@@ -168,7 +167,6 @@ def process_file(task: FileTask) -> FileResult:
     result.findings.extend(
         Finding(f.code, f"{path}:{f.subject}", f.message, f.severity) for f in normalized.findings
     )
-    result.texts[normalization_id] = normalized.text
     if is_manual(path):
         # A note is parsed here (a pure function of its bytes); its citations and statuses are
         # resolved by the parent, which sees the whole generation (pipeline/manual.py).

@@ -61,13 +61,6 @@ class Analyzer:
     def __init__(self, cache: Mapping[str, str] | None = None) -> None:
         self._cache = dict(cache or {})
 
-    @property
-    def cache(self) -> dict[str, str]:
-        return self._cache
-
-    def absorb(self, cache: Mapping[str, str]) -> None:
-        self._cache.update(cache)
-
     def text(self, text: str) -> str:
         got = self._cache.get(text)
         if got is None:

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, select
 from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
 from ..model.notes import is_note
-from ..model.objects import ClaimRow, EvidenceRow, claim_hash, evidence_id
+from ..model.objects import EvidenceRow, claim_hash, evidence_id
 from ..model.text import Finding
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Normalization, Segment
@@ -51,7 +51,6 @@ class Staged(Protocol):
 @dataclass
 class ManualResult:
     states: dict[str, SourceState] = field(default_factory=dict)
-    claims: list[ClaimRow] = field(default_factory=list)
     evidence: list[EvidenceRow] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
