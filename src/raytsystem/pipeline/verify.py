@@ -289,6 +289,18 @@ def check_ledger(
             )
 
 
+def _by_interval(conn: Connection, stmt: Any) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """State rows by the generation that opened them and the one that closed them
+    (`stmt` selects gen_from and gen_to as its last two columns)."""
+    opened: dict[int, list[Any]] = defaultdict(list)
+    closed: dict[int, list[Any]] = defaultdict(list)
+    for row in _rows(conn, stmt):
+        opened[row[-2]].append(row)
+        if row[-1] is not None:
+            closed[row[-1]].append(row)
+    return opened, closed
+
+
 def check_generations(conn: Connection, report: VerifyReport) -> state.GenerationRef | None:
     """Replay every generation in order and re-derive its digests and hash."""
     gens = list(
@@ -302,9 +314,7 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             ).order_by(Generation.number),
         )
     )
-    opened_sources: dict[int, list[Any]] = defaultdict(list)
-    closed_sources: dict[int, list[Any]] = defaultdict(list)
-    for row in _rows(
+    opened_sources, closed_sources = _by_interval(
         conn,
         select(
             SourceState.id,
@@ -315,13 +325,8 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             SourceState.gen_from,
             SourceState.gen_to,
         ),
-    ):
-        opened_sources[row[5]].append(row)
-        if row[6] is not None:
-            closed_sources[row[6]].append(row)
-    opened_claims: dict[int, list[Any]] = defaultdict(list)
-    closed_claims: dict[int, list[Any]] = defaultdict(list)
-    for row in _rows(
+    )
+    opened_claims, closed_claims = _by_interval(
         conn,
         select(
             ClaimStateRow.id,
@@ -333,10 +338,7 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             ClaimStateRow.gen_from,
             ClaimStateRow.gen_to,
         ),
-    ):
-        opened_claims[row[6]].append(row)
-        if row[7] is not None:
-            closed_claims[row[7]].append(row)
+    )
 
     sources: dict[str, Any] = {}
     claims_of: dict[str, dict[str, ClaimState]] = defaultdict(dict)
