@@ -165,7 +165,10 @@ def ingest(
             f"  scanned {c['scanned']} files: {c['unchanged']} unchanged, {c['new_revisions']} new "
             f"revisions ({c['new_sources']} new sources), {c['removed_sources']} removed"
         )
-        click.echo(f"  claims +{c['claims_added']} -{c['claims_removed']}  ({r['seconds']:.2f}s)")
+        click.echo(
+            f"  claims +{c['claims_added']} -{c['claims_removed']} ~{c['claims_changed']} "
+            f"(added, removed, new status or evidence)  ({r['seconds']:.2f}s)"
+        )
         for f in r["findings"]:
             click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
 
@@ -191,7 +194,7 @@ def status(app: App, as_json: bool) -> None:
         if g:
             click.echo(
                 f"generation {g['number']} {g['hash'][:16]} ({g['created_at']}): "
-                f"{g['active_sources']} sources, {g['active_claims']} claims"
+                f"{g['active_sources']} sources, {g['active_claims']} claims (any status)"
             )
         else:
             click.echo("generation none yet: run `raytsystem ingest`")
@@ -274,7 +277,8 @@ def generations(app: App, as_json: bool) -> None:
             s = g["summary"]
             click.echo(
                 f"{mark} {g['number']:>4}  {g['hash'][:16]}  {g['created_at']}  {g['sources']} sources  "
-                f"{g['claims']} claims  (+{s.get('claims_added', 0)} -{s.get('claims_removed', 0)})"
+                f"{g['claims']} claims  (+{s.get('claims_added', 0)} -{s.get('claims_removed', 0)} "
+                f"~{s.get('claims_changed', 0)})"
             )
 
     emit(result, as_json, human)
@@ -419,11 +423,22 @@ def search(
     emit(result, as_json, human)
 
 
+def lock_timeout_option(f: F) -> F:
+    return click.option(
+        "--lock-timeout",
+        type=float,
+        default=30.0,
+        show_default=True,
+        help="Seconds to wait for another writer.",
+    )(f)
+
+
 @cli.command()
 @click.option("--generation", "-g", help="Review this generation (default: the current one).")
+@lock_timeout_option
 @json_option
 @click.pass_obj
-def review(app: App, generation: str | None, as_json: bool) -> None:
+def review(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Audit a generation and write ops/reviews/<n>-<hash>.json and .md; changes no knowledge."""
     from .pipeline import state
     from .pipeline.review import review as run
@@ -431,7 +446,7 @@ def review(app: App, generation: str | None, as_json: bool) -> None:
     from .workspace import REVIEWS_DIR
 
     ledger = app.ledger()
-    with writer_lock(app.ws.state_dir, ledger, 30.0), ledger.transaction() as conn:
+    with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.transaction() as conn:
         gen = state.generation(conn, generation) if generation else state.require_head(conn)
         result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
 
@@ -439,10 +454,11 @@ def review(app: App, generation: str | None, as_json: bool) -> None:
         g, c = r["generation"], r["counts"]
         click.echo(
             f"review of generation {g['number']} {g['hash'][:16]}: "
-            f"{c['error']} errors, {c['warning']} warnings, {c['info']} notes"
+            f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} info"
         )
         for f in r["findings"]:
             click.echo(f"  {f['severity']}[{f['code']}] {f['message']}")
+            click.echo(f"      {', '.join(f['subjects'])}")
         click.echo("report: " + ", ".join(r["files"]))
 
     emit(result, as_json, human)
@@ -484,7 +500,11 @@ def verify(app: App, as_json: bool) -> None:
     type=click.IntRange(1, 50),
     help="Cut-off for recall@k and MRR@k (default: the dataset's, else 10).",
 )
-@click.option("--min-recall", type=float, help="Exit 3 when recall@k is below this.")
+@click.option(
+    "--min-recall",
+    type=click.FloatRange(0.0, 1.0),
+    help="Exit 3 when recall@k is below this (0 to 1).",
+)
 @click.option("--generation", "-g", help="Evaluate against this generation.")
 @json_option
 @click.pass_obj
@@ -676,16 +696,17 @@ def index() -> None:
 
 @index.command("rebuild")
 @click.argument("generation", required=False)
+@lock_timeout_option
 @json_option
 @click.pass_obj
-def index_rebuild(app: App, generation: str | None, as_json: bool) -> None:
+def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
     from .pipeline import state
     from .pipeline.indexing import rebuild
     from .storage.lock import writer_lock
 
     ledger = app.ledger()
-    with writer_lock(app.ws.state_dir, ledger, 30.0), ledger.reading() as conn:
+    with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.reading() as conn:
         gen = state.generation(conn, generation) if generation else state.require_head(conn)
         result = rebuild(app.ws.index_dir, conn, app.blobs, gen)
 

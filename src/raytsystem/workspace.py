@@ -188,6 +188,11 @@ class Workspace:
         refusals: list[Refusal] = []
         for start in sorted(set(scope)) or [""]:
             base = self.root / start if start else self.root
+            if start and not base.exists() and not base.is_symlink():
+                refusals.append(
+                    Refusal(start, "path_not_found", "no such file or folder in the workspace")
+                )
+                continue
             if base.is_file() or (base.is_symlink() and not base.is_dir()):
                 found.setdefault(start, (base, True))
                 continue

@@ -1,7 +1,7 @@
 """BUNDLE: a deterministic, verified context bundle for an agent about to do a task.
 
-Items are chosen like a QUERY answer (the same ranking), plus the blocks that claims do not
-cover (code, tables, headings) from the segment index, and every item is verified down to the
+Items are chosen like a QUERY answer (the same ranking), plus the blocks that are never claims
+(code and HTML blocks) from the segment index, and every item is verified down to the
 raw bytes before it is returned. Then, in order of value (manual claims, claims by relevance,
 then blocks by relevance), items go in while the budget lasts:
 
@@ -36,6 +36,7 @@ from .chain import Checker
 from .query import WEIGHTS, candidates, match_expression, parse_query, rank, target_generation
 
 MAX_CLAIMS: Final = 40
+BLOCK_KINDS: Final = frozenset({"code", "html"})
 MAX_SEGMENTS: Final = 20
 MIN_SHORT_TOKENS: Final = 24
 MAX_BUDGET: Final = 200_000
@@ -113,7 +114,9 @@ def _segment_items(
         "WHERE segments_fts MATCH ? ORDER BY score, d.object_id LIMIT ?",
         (*WEIGHTS, match_expression(terms), MAX_SEGMENTS * 3),
     ).fetchall()
-    rows = [r for r in rows if r[0] not in covered][:MAX_SEGMENTS]
+    # Only blocks that are never claims (code, HTML): a prose block's sentences are claims,
+    # which come above with their status, or stay out when they are not confirmed.
+    rows = [r for r in rows if r[0] not in covered and r[4] in BLOCK_KINDS][:MAX_SEGMENTS]
     if not rows:
         return []
     placeholders, params = expand("s", [r[0] for r in rows])

@@ -56,7 +56,7 @@ class Dataset(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = "dataset"
     k: int = Field(default=10, ge=1, le=MAX_LIMIT)
-    cases: tuple[Case, ...]
+    cases: tuple[Case, ...] = Field(min_length=1)
 
 
 def load_dataset(path: Path) -> Dataset:

@@ -109,6 +109,9 @@ def process_file(task: FileTask) -> FileResult:
     media_type = media_type_for(path)
     adapter = adapter_for(media_type)
     if blob == task.active_blob and adapter_key(adapter) == task.active_adapter:
+        store = DiskBlobStore(Path(task.raw_root))
+        if not store.has(blob):
+            store.put(data)  # the raw blob was lost: the file still has its bytes
         return FileResult(path, "unchanged", blob=blob, size=len(data))
     try:
         text = decode(data)

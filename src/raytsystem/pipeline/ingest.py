@@ -95,6 +95,7 @@ class IngestReport:
     removed_sources: int = 0
     claims_added: int = 0
     claims_removed: int = 0
+    claims_changed: int = 0  # same claim, new status or evidence
     bytes_read: int = 0
     index_rebuilt: bool = False
     findings: list[Finding] = field(default_factory=list)
@@ -104,7 +105,8 @@ class IngestReport:
         return {
             "created": self.created,
             "generation": None if self.generation is None else self.generation.to_json(),
-            "parent": None if self.parent is None else self.parent.to_json(),
+            # The generation the new one follows; null when no generation was made.
+            "parent": self.parent.to_json() if self.created and self.parent else None,
             "counts": {
                 "scanned": self.scanned,
                 "unchanged": self.unchanged,
@@ -113,6 +115,7 @@ class IngestReport:
                 "removed_sources": self.removed_sources,
                 "claims_added": self.claims_added,
                 "claims_removed": self.claims_removed,
+                "claims_changed": self.claims_changed,
                 "bytes_read": self.bytes_read,
             },
             "index_rebuilt": self.index_rebuilt,
@@ -299,11 +302,15 @@ def ingest(
         candidates: list[Candidate] = []
         for item in ws.discover(scope):
             if isinstance(item, Refusal):
+                if item.code == "path_not_found" and any(map(_scope_filter([item.path]), active)):
+                    continue  # a known source that was deleted: recorded as gone below
                 report.findings.append(Finding(item.code, item.path, item.message))
             else:
                 candidates.append(item)
         report.scanned = len(candidates)
-        seen = {c.path for c in candidates} | {f.subject for f in report.findings}
+        seen = {c.path for c in candidates} | {
+            f.subject for f in report.findings if f.code != "path_not_found"
+        }
         in_scope = _scope_filter(scope)
 
         tasks: list[FileTask] = []
@@ -457,8 +464,8 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
                 "the current generation moved while this ingest ran", code="generation_moved"
             )
         run.stage.put_sources(differing.values(), removed)
-        added, closed = run.stage.apply(number)
-        report.claims_added, report.claims_removed = added, closed
+        added, closed, restated = run.stage.apply(number)
+        report.claims_added, report.claims_removed, report.claims_changed = added, closed, restated
         report.removed_sources = len(removed)
         claim_count = (parent.claim_count if parent else 0) + added - closed
         summary = {
@@ -469,6 +476,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             "sources_removed_paths": removed_list[:SUMMARY_PATHS],
             "claims_added": added,
             "claims_removed": closed,
+            "claims_changed": restated,
         }
         conn.execute(
             insert(table(Generation)),

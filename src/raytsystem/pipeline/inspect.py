@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from ..errors import NotFound
-from ..ids import is_hash, parse_id
+from ..errors import NotFound, UsageError
+from ..ids import parse_id
 from ..storage.blobs import BlobStore
 from ..storage.models import (
     Claim,
@@ -16,6 +16,7 @@ from ..storage.models import (
     Evidence,
     IngestRun,
     Normalization,
+    Review,
     Revision,
     Segment,
     Source,
@@ -79,14 +80,17 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
         .where(Revision.source_id == source["id"])
         .order_by(Revision.first_seen_at, Revision.id)
     ).mappings():
-        spans = [
-            {"from": f, "to": t}
-            for f, t in conn.execute(
-                select(SourceState.gen_from, SourceState.gen_to)
-                .where(SourceState.revision_id == rev["id"])
-                .order_by(SourceState.gen_from)
-            )
-        ]
+        spans: list[dict[str, int | None]] = []
+        for f, t in conn.execute(
+            select(SourceState.gen_from, SourceState.gen_to)
+            .where(SourceState.revision_id == rev["id"])
+            .order_by(SourceState.gen_from)
+        ):
+            # A new state of the same revision (a claim's status changed) continues the span.
+            if spans and spans[-1]["to"] == f:
+                spans[-1]["to"] = t
+            else:
+                spans.append({"from": f, "to": t})
         revisions.append(
             {
                 "id": rev["id"],
@@ -145,8 +149,9 @@ def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> st
 
 
 def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
-    if is_hash(object_id) or object_id.isdigit():
-        return {"kind": "generation", **_generation(conn, object_id)}
+    ref = object_id.strip().lower()
+    if ref.isdigit() or (len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref)):
+        return {"kind": "generation", **_generation(conn, ref)}
     kind, object_id = parse_id(object_id)
     if kind == "source":
         src = _one(conn, Source.__table__, object_id)
@@ -219,7 +224,19 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
                 }
             )
         return {"kind": kind, "claim": claim, "states": states, "evidence": evidence}
-    raise NotFound(f"objects of kind {kind} cannot be shown yet", id=object_id)
+    if kind == "review":
+        row = conn.execute(
+            select(Review.generation_hash, Review.created_at, Review.report).where(
+                Review.id == object_id
+            )
+        ).first()
+        if row is None:
+            raise NotFound(f"no object {object_id} in the ledger", id=object_id)
+        return {"kind": kind, "created_at": row[1], **json.loads(row[2])}
+    raise UsageError(
+        f"{kind} objects are derived, not stored: see `raytsystem universe` for entities and relations",
+        code="invalid_id",
+    )
 
 
 def _generation(conn: Connection, ref: str) -> dict[str, Any]:

@@ -81,7 +81,9 @@ def search(
             "source_path": source_path,
             "heading_path": json.loads(heading),
             "text": body,
-            "score": round(-score, 6),
+            "score": float(
+                f"{-score:.6g}"
+            ),  # BM25: tiny in small workspaces, so significant digits
         }
         if kind == "segment":
             seg_text, start, end = segments.get(object_id, ("", 0, 0))

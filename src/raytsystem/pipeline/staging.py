@@ -103,13 +103,29 @@ class Staging:
                 text("INSERT INTO pending_sources VALUES (:s, :r, :n, :d, :x)"), list(part)
             )
 
-    def apply(self, number: int) -> tuple[int, int]:
+    def apply(self, number: int) -> tuple[int, int, int]:
         """Close and open the state intervals of the staged sources for generation `number`.
 
-        Returns (claims added, claims removed). Runs inside the caller's transaction.
+        Returns (claims added, claims removed, claims whose state changed), counted by claim
+        as `diff` counts them. Runs inside the caller's transaction.
         """
         n = {"n": number}
         touched = "SELECT source_id FROM pending_sources"
+        kept = "SELECT source_id FROM pending_sources WHERE removed = 0"
+        added_ids = self.conn.execute(
+            text(
+                f"SELECT count(DISTINCT p.claim_id) FROM pending_claims p WHERE p.source_id IN ({kept}) "
+                "AND NOT EXISTS (SELECT 1 FROM claim_states c WHERE c.claim_id = p.claim_id "
+                "AND c.gen_to IS NULL)"
+            )
+        ).scalar_one()
+        removed_ids = self.conn.execute(
+            text(
+                "SELECT count(*) FROM claim_states c WHERE c.gen_to IS NULL "
+                f"AND c.source_id IN ({touched}) AND NOT EXISTS (SELECT 1 FROM pending_claims p "
+                f"WHERE p.claim_id = c.claim_id AND p.source_id IN ({kept}))"
+            )
+        ).scalar_one()
         self.conn.execute(
             text(
                 f"UPDATE source_states SET gen_to = :n WHERE gen_to IS NULL AND source_id IN ({touched})"
@@ -134,7 +150,7 @@ class Staging:
             ),
             n,
         ).rowcount
-        added = self.conn.execute(
+        self.conn.execute(
             text(
                 "INSERT INTO claim_states (claim_id, source_id, status, claim_hash, evidence_ids, gen_from, gen_to) "
                 "SELECT p.claim_id, p.source_id, p.status, p.claim_hash, p.evidence_ids, :n, NULL "
@@ -144,8 +160,8 @@ class Staging:
                 "AND c.claim_hash = p.claim_hash AND c.gen_to IS NULL)"
             ),
             n,
-        ).rowcount
-        return added, removed
+        )
+        return int(added_ids), int(removed_ids), int(removed - removed_ids)
 
 
 @contextmanager

@@ -201,9 +201,9 @@ def normalize_markdown(text: str) -> Normalized:
             rendered = _Inline()
             rendered.render(inline.children or ())
             assert token.map is not None
-            builder.add("heading", rendered.text(), token.map[0] + 1, path())
             while headings and headings[-1][0] >= level:
-                headings.pop()
+                headings.pop()  # a heading's path is its ancestors, not its siblings
+            builder.add("heading", rendered.text(), token.map[0] + 1, path())
             title = " ".join(rendered.text().split())
             if title:
                 headings.append((level, title))
