@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from . import __version__
-from .errors import RaytError, UsageError
+from .errors import Interrupted, RaytError, UsageError
 
 if TYPE_CHECKING:
     from .storage.blobs import DiskBlobStore
@@ -447,7 +447,7 @@ def review(app: App, generation: str | None, lock_timeout: float, as_json: bool)
 
     ledger = app.ledger()
     with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.transaction() as conn:
-        gen = state.generation(conn, generation) if generation else state.require_head(conn)
+        gen = state.generation_or_head(conn, generation)
         result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
 
     def human(r: dict[str, Any]) -> None:
@@ -707,7 +707,7 @@ def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json
 
     ledger = app.ledger()
     with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.reading() as conn:
-        gen = state.generation(conn, generation) if generation else state.require_head(conn)
+        gen = state.generation_or_head(conn, generation)
         result = rebuild(app.ws.index_dir, conn, app.blobs, gen)
 
     def human(r: dict[str, Any]) -> None:
@@ -735,13 +735,13 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        _fail(RaytError("interrupted", code="interrupted"), as_json, 130)
+        _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
     except click.ClickException as exc:
         _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
     except RaytError as exc:
         _fail(exc, as_json, exc.exit_status)
     except KeyboardInterrupt:
-        _fail(RaytError("interrupted", code="interrupted"), as_json, 130)
+        _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # a bug: one line, the traceback only when asked for

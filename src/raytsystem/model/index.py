@@ -355,7 +355,3 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
     if docs != fts:
         problems.append(f"{docs} documents but {fts} full-text rows")
     return problems
-
-
-def heading_text(heading_path_json: str) -> str:
-    return " ".join(json.loads(heading_path_json))

@@ -8,12 +8,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from ..ids import make_id, object_hash
-
-STATUSES: Final = ("confirmed", "unverified", "disputed", "retracted")
-AUTHORITIES: Final = ("manual", "extracted")
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from typing import Final
-
-SEVERITIES: Final = ("error", "warning", "info")
 
 
 @dataclass(frozen=True, order=True)
@@ -71,7 +68,3 @@ def normalize_newlines(text: str) -> str:
     if "\r" not in text:
         return text
     return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def collapse_whitespace(text: str) -> str:
-    return " ".join(text.split())

@@ -33,7 +33,15 @@ from ..model import index as index_file
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 from .chain import Checker
-from .query import WEIGHTS, candidates, match_expression, parse_query, rank, target_generation
+from .query import (
+    WEIGHTS,
+    candidates,
+    match_expression,
+    parse_query,
+    rank,
+    target_generation,
+    verify_chosen,
+)
 
 MAX_CLAIMS: Final = 40
 BLOCK_KINDS: Final = frozenset({"code", "html"})
@@ -48,27 +56,16 @@ def estimate_tokens(value: Any) -> int:
 
 
 def _claim_items(
-    reader: Reader, blobs: BlobStore, conn: Any, terms: list[str], number: int
+    checker: Checker, conn: Any, terms: list[str], number: int
 ) -> list[dict[str, Any]]:
     chosen = rank(candidates(conn, terms), MAX_CLAIMS)
     if not chosen:
         return []
-    views, problems = Checker(reader, blobs).claims([c.claim_id for c in chosen], number)
-    if problems:
-        raise IntegrityError(
-            f"fail closed: {problems[0].message}",
-            code=problems[0].code,
-            subject=problems[0].subject,
-        )
+    views = verify_chosen(checker, chosen, number)
     items = []
     wanted = set(terms)
     for c in chosen:
         view = views[c.claim_id]
-        if c.object_hash != view.hash or c.text != view.statement:
-            raise IntegrityError(
-                f"fail closed: the index row of claim {c.claim_id} does not match the ledger",
-                code="index_row_mismatch",
-            )
         statement_ev = next(e for e in view.evidence if e.role == "statement")
         matched = sorted(wanted.intersection(c.dedupe_key.split()))
         why = [f"{view.authority} claim", f"relevance {c.score:.3f}"]
@@ -106,7 +103,7 @@ def _claim_items(
 
 
 def _segment_items(
-    reader: Reader, blobs: BlobStore, conn: Any, terms: list[str], covered: set[str]
+    checker: Checker, conn: Any, terms: list[str], covered: set[str]
 ) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.segment_kind, "
@@ -122,14 +119,13 @@ def _segment_items(
     placeholders, params = expand("s", [r[0] for r in rows])
     ledger = {
         r[0]: r
-        for r in reader.rows(
+        for r in checker.reader.rows(
             'SELECT s.id, s."start", s."end", s.line_start, s.line_end, s.sha256, n.text_blob, v.blob '
             "FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
             f"JOIN revisions v ON v.id = n.revision_id WHERE s.id IN ({placeholders})",
             params,
         )
     }
-    checker = Checker(reader, blobs)
     items = []
     for seg_id, seg_hash, path, heading, kind, score in rows:
         row = ledger.get(seg_id)
@@ -220,9 +216,11 @@ def bundle(
     target, _current = target_generation(reader, generation, None)
     path = index_file.index_path(index_dir, target.number, target.hash)
     with index_file.open_index(path, target.hash) as conn:
-        claims = _claim_items(reader, blobs, conn, terms, target.number)
+        # One checker for both: a blob cited by a claim and a block is hashed once.
+        checker = Checker(reader, blobs)
+        claims = _claim_items(checker, conn, terms, target.number)
         covered = {c["segment_id"] for c in claims}
-        segments = _segment_items(reader, blobs, conn, terms, covered)
+        segments = _segment_items(checker, conn, terms, covered)
 
     items: list[dict[str, Any]] = []
     omitted: list[dict[str, str]] = []

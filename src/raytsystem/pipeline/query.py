@@ -345,6 +345,33 @@ def compose(views: list[ClaimView]) -> tuple[str, list[dict[str, Any]]]:
     return answer, out
 
 
+def verify_chosen(checker: Checker, chosen: list[Candidate], number: int) -> dict[str, ClaimView]:
+    """The chains of the chosen claims, checked down to the raw bytes; any mismatch fails closed.
+
+    Also checks that each index row still says what the ledger says (hash and statement) and
+    that the claim is confirmed: only confirmed claims may answer or enter a bundle.
+    """
+    views, problems = checker.claims([c.claim_id for c in chosen], number)
+    if problems:
+        p = problems[0]
+        raise IntegrityError(f"fail closed: {p.message}", code=p.code, subject=p.subject)
+    for c in chosen:
+        view = views[c.claim_id]
+        if c.object_hash != view.hash or c.text != view.statement:
+            raise IntegrityError(
+                f"fail closed: the index row of claim {c.claim_id} does not match the ledger",
+                code="index_row_mismatch",
+                subject=c.claim_id,
+            )
+        if view.status != "confirmed":
+            raise IntegrityError(
+                f"fail closed: claim {c.claim_id} is {view.status}, not confirmed",
+                code="index_row_mismatch",
+                subject=c.claim_id,
+            )
+    return views
+
+
 def query(
     reader: Reader,
     blobs: BlobStore,
@@ -377,25 +404,7 @@ def query(
         "citations": [],
     }
     if chosen:
-        checker = Checker(reader, blobs)
-        views, problems = checker.claims([c.claim_id for c in chosen], target.number)
-        if problems:
-            p = problems[0]
-            raise IntegrityError(f"fail closed: {p.message}", code=p.code, subject=p.subject)
-        for c in chosen:
-            view = views[c.claim_id]
-            if c.object_hash != view.hash or c.text != view.statement:
-                raise IntegrityError(
-                    f"fail closed: the index row of claim {c.claim_id} does not match the ledger",
-                    code="index_row_mismatch",
-                    subject=c.claim_id,
-                )
-            if view.status != "confirmed":
-                raise IntegrityError(
-                    f"fail closed: claim {c.claim_id} is {view.status}, not confirmed",
-                    code="index_row_mismatch",
-                    subject=c.claim_id,
-                )
+        views = verify_chosen(Checker(reader, blobs), chosen, target.number)
         answer, citations = compose([views[c.claim_id] for c in chosen])
         result.update(status="answered", answer=answer, citations=citations)
     if generation is None:

@@ -96,6 +96,11 @@ def generation(conn: Connection, ref: str) -> GenerationRef:
     return _gen(row)
 
 
+def generation_or_head(conn: Connection, ref: str | None) -> GenerationRef:
+    """The generation `ref` names, or the current one when `ref` is None."""
+    return generation(conn, ref) if ref else require_head(conn)
+
+
 def generations(conn: Connection) -> list[GenerationRef]:
     return [_gen(r) for r in conn.execute(select(GENERATIONS).order_by(Generation.number))]
 

@@ -26,7 +26,7 @@ class UniverseApi:
         self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES
     ) -> dict[str, Any]:
         with self.ledger.reading() as conn:
-            gen = state.generation(conn, generation) if generation else state.require_head(conn)
+            gen = state.generation_or_head(conn, generation)
             return graph(conn, gen, max_nodes=max_nodes)
 
     def node(self, object_id: str) -> dict[str, Any]:
