@@ -47,7 +47,8 @@ def main() -> None:
     if not args.corpus.is_dir():
         sys.exit(f"no corpus at {args.corpus}")
     from raytsystem.model.index import index_path
-    from raytsystem.pipeline.query import match_expression, parse_query
+    from raytsystem.pipeline.query import parse_query
+    from raytsystem.pipeline.ranking import match_expression
 
     ws = args.keep or Path(tempfile.mkdtemp(prefix="raytrecall-"))
     try:

@@ -8,8 +8,9 @@ an index whose recorded generation is not the one it answers from.
 Three FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed
 claims QUERY answers from; `segments_fts` has every segment, for browsing with `search`;
 `sources_fts` has one row per source with all its text, which QUERY uses as the context of a
-claim (is this document about the question at all?). `docs` holds what a hit needs to be
-displayed and then checked against the ledger.
+claim (is this document about the question at all?). `blocks` records the rowid range of each
+source's rows, which are always written together, so QUERY can search one source's claims.
+`docs` holds what a hit needs to be displayed and then checked against the ledger.
 
 A new generation's index is the parent's file copied and patched with the changed sources'
 rows, so its cost follows the change; `build` without a parent writes everything.
@@ -31,7 +32,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "3"
+FORMAT: Final = "4"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 SCHEMA: Final = f"""
@@ -51,6 +52,7 @@ CREATE TABLE docs (
 );
 CREATE INDEX docs_source ON docs (source_id);
 CREATE TABLE source_digests (source_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
+CREATE TABLE blocks (source_rowid INTEGER PRIMARY KEY, low INTEGER NOT NULL, high INTEGER NOT NULL);
 CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE segments_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE sources_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
@@ -136,10 +138,25 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
             f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
             [(n, r.terms, r.heading_terms, r.path_terms) for n, r in numbered if r.kind == kind],
         )
+    blocks: dict[str, list[int]] = {}  # source ID -> [its source row, lowest, highest rowid]
+    for n, r in numbered:
+        block = blocks.setdefault(r.source_id, [0, n, n])
+        block[2] = n
+        if r.kind == "source":
+            block[0] = n
+    conn.executemany(
+        "INSERT INTO blocks (source_rowid, low, high) VALUES (?,?,?)",
+        [tuple(b) for b in blocks.values() if b[0]],
+    )
 
 
 def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None:
     for source_id in source_ids:
+        conn.execute(
+            "DELETE FROM blocks WHERE source_rowid IN "
+            "(SELECT rowid FROM docs WHERE source_id = ? AND kind = 'source')",
+            (source_id,),
+        )
         for kind, table in FTS_TABLES.items():
             conn.execute(
                 f"DELETE FROM {table} WHERE rowid IN "
@@ -354,4 +371,24 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
     fts = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in FTS_TABLES.values())
     if docs != fts:
         problems.append(f"{docs} documents but {fts} full-text rows")
+    return problems + _check_blocks(conn)
+
+
+def _check_blocks(conn: sqlite3.Connection) -> list[str]:
+    """Each source's block must be exactly the contiguous rowids of its rows (QUERY looks for a
+    source's claims only there)."""
+    problems = []
+    for source_id, low, high, first, last, count in conn.execute(
+        "SELECT s.source_id, b.low, b.high, min(d.rowid), max(d.rowid), count(*) "
+        "FROM docs s LEFT JOIN blocks b ON b.source_rowid = s.rowid "
+        "JOIN docs d ON d.source_id = s.source_id WHERE s.kind = 'source' GROUP BY s.rowid"
+    ):
+        if (low, high) != (first, last) or count != last - first + 1:
+            problems.append(f"the block of source {source_id} does not span its rows")
+    (stray,) = conn.execute(
+        "SELECT count(*) FROM blocks WHERE source_rowid NOT IN "
+        "(SELECT rowid FROM docs WHERE kind = 'source')"
+    ).fetchone()
+    if stray:
+        problems.append(f"{stray} blocks belong to no source")
     return problems

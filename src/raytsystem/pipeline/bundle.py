@@ -33,15 +33,8 @@ from ..model import index as index_file
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 from .chain import Checker
-from .query import (
-    WEIGHTS,
-    candidates,
-    match_expression,
-    parse_query,
-    rank,
-    target_generation,
-    verify_chosen,
-)
+from .query import parse_query, target_generation, verify_chosen
+from .ranking import WEIGHTS, choose, match_expression
 
 MAX_CLAIMS: Final = 40
 BLOCK_KINDS: Final = frozenset({"code", "html"})
@@ -58,7 +51,7 @@ def estimate_tokens(value: Any) -> int:
 def _claim_items(
     checker: Checker, conn: Any, terms: list[str], number: int
 ) -> list[dict[str, Any]]:
-    chosen = rank(candidates(conn, terms), MAX_CLAIMS)
+    chosen = choose(conn, terms, MAX_CLAIMS)
     if not chosen:
         return []
     views = verify_chosen(checker, chosen, number)

@@ -17,7 +17,8 @@ from ..errors import IntegrityError, UsageError
 from ..model import index as index_file
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
-from .query import MAX_LIMIT, WEIGHTS, match_expression, parse_query, target_generation
+from .query import MAX_LIMIT, parse_query, target_generation
+from .ranking import WEIGHTS, match_expression
 
 
 def _segment_texts(
