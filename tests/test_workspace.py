@@ -198,7 +198,7 @@ def test_discover_candidates_carry_disk_path_and_stat(tree: Path) -> None:
     ws = _ws(tree)
     (candidate,) = [c for c in ws.discover() if c.path == "docs/a.md"]
     assert isinstance(candidate, Candidate)
-    assert candidate.disk == ws.root / "docs" / "a.md"
+    assert candidate.disk == str(ws.root / "docs" / "a.md")
     assert candidate.stat.st_size == len("content of docs/a.md\n")
 
 
@@ -276,7 +276,7 @@ def test_discover_symlink_inside_the_workspace_is_followed(tree: Path) -> None:
     items = list(_ws(tree).discover())
     (candidate,) = [i for i in items if i.path == "docs/link.md"]
     assert isinstance(candidate, Candidate)
-    assert candidate.disk.read_text() == "content of knowledge/manual/n.md\n"
+    assert Path(candidate.disk).read_text() == "content of knowledge/manual/n.md\n"
     assert candidate.stat.st_size == len("content of knowledge/manual/n.md\n")
 
 
@@ -298,7 +298,7 @@ def test_discover_returns_nfc_paths_for_nfd_file_names(tree: Path) -> None:
     (candidate,) = [c for c in items if c.path.startswith("docs/caf")]
     assert candidate.path == "docs/café.md"
     assert unicodedata.is_normalized("NFC", candidate.path)
-    assert candidate.disk.read_text(encoding="utf-8") == "accent"
+    assert Path(candidate.disk).read_text(encoding="utf-8") == "accent"
 
 
 # --- rel_from_cli ------------------------------------------------------------------------------

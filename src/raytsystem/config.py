@@ -14,6 +14,7 @@ from .workspace import CONFIG_NAME
 DEFAULT_INCLUDE: Final = ("knowledge/**", "ops/**", "docs/**", "*.md")
 DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
+DEFAULT_KEEP_INDEXES: Final = 2
 
 DEFAULT_CONFIG_TEXT: Final = f"""\
 # raytsystem workspace configuration. Paths are workspace-relative POSIX globs:
@@ -25,6 +26,12 @@ include = {list(DEFAULT_INCLUDE)!r}
 exclude = {list(DEFAULT_EXCLUDE)!r}
 # Files larger than this are skipped with a `file_too_large` finding.
 max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
+
+[index]
+# How many generations keep their search index under .raytsystem/indexes (the newest ones).
+# `query --generation N` needs N's index; `raytsystem index rebuild N` makes a pruned one again.
+# With 2 or more, a new generation's index is patched from the oldest one instead of copied.
+keep = {DEFAULT_KEEP_INDEXES}
 """.replace("'", '"')
 
 
@@ -35,9 +42,15 @@ class IngestConfig(BaseModel):
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, gt=0)
 
 
+class IndexConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    keep: int = Field(default=DEFAULT_KEEP_INDEXES, ge=1)
+
+
 class Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     ingest: IngestConfig = IngestConfig()
+    index: IndexConfig = IndexConfig()
 
 
 def load_config(root: Path) -> Config:

@@ -33,6 +33,7 @@ REVIEWS_DIR: Final = "ops/reviews"
 _RESERVED_TOP: Final = frozenset({RAW_DIR, STATE_DIR})
 _RESERVED_ANY: Final = frozenset({".git"})
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_DRIVE: Final = re.compile(r"[A-Za-z]:[\\/]")
 
 GITIGNORE_LINES: Final = ("/_raw/blake3/", "/.raytsystem/")
 
@@ -55,7 +56,7 @@ def check_rel_path(path: str) -> str:
         raise PathRefused(path, "empty, or starts or ends with whitespace")
     if _CONTROL.search(path):
         raise PathRefused(path, "contains control characters")
-    if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+    if path.startswith("/") or _DRIVE.match(path):
         raise PathRefused(path, "absolute paths are not workspace-relative")
     if "\\" in path:
         raise PathRefused(path, "use / as the separator")
@@ -97,7 +98,7 @@ class Candidate:
     """A file discovery found: its canonical relative path and where it is on disk."""
 
     path: str
-    disk: Path
+    disk: str  # a string: discovery makes one per file, and Path objects cost more than the stat
     stat: os.stat_result
 
 
@@ -184,7 +185,7 @@ class Workspace:
         points outside the workspace is reported.
         """
         real_root = self.root.resolve()
-        found: dict[str, tuple[Path, bool]] = {}
+        found: dict[str, tuple[str, bool]] = {}
         refusals: list[Refusal] = []
         for start in sorted(set(scope)) or [""]:
             base = self.root / start if start else self.root
@@ -194,7 +195,7 @@ class Workspace:
                 )
                 continue
             if base.is_file() or (base.is_symlink() and not base.is_dir()):
-                found.setdefault(start, (base, True))
+                found.setdefault(start, (str(base), True))
                 continue
             for rel, disk in self._walk(base, real_root, refusals):
                 found.setdefault(rel, (disk, False))
@@ -208,20 +209,22 @@ class Workspace:
 
     def _walk(
         self, base: Path, real_root: Path, refusals: list[Refusal]
-    ) -> Iterator[tuple[str, Path]]:
+    ) -> Iterator[tuple[str, str]]:
+        root = str(self.root)
+        prefix = root if root.endswith(os.sep) else root + os.sep
         for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            rel_dir = "" if rel_dir == "." else rel_dir
+            # os.walk's folders start with `base`, itself under the root: plain string work.
+            rel_dir = "" if dirpath == root else dirpath[len(prefix) :].replace(os.sep, "/")
             dirnames[:] = [
                 d
                 for d in dirnames
                 if d not in _RESERVED_ANY and not (rel_dir == "" and d in _RESERVED_TOP)
             ]
             for d in dirnames:
-                link = Path(dirpath) / d
-                if link.is_symlink():
+                link = os.path.join(dirpath, d)
+                if os.path.islink(link):
                     try:
-                        link.resolve().relative_to(real_root)
+                        Path(link).resolve().relative_to(real_root)
                     except ValueError:
                         rel = f"{rel_dir}/{d}" if rel_dir else d
                         refusals.append(
@@ -233,10 +236,10 @@ class Workspace:
                         )
             for name in filenames:
                 rel = f"{rel_dir}/{name}" if rel_dir else name
-                yield unicodedata.normalize("NFC", rel), Path(dirpath) / name
+                yield unicodedata.normalize("NFC", rel), os.path.join(dirpath, name)
 
     def _candidate(
-        self, rel: str, disk: Path, real_root: Path, *, explicit: bool
+        self, rel: str, disk: str, real_root: Path, *, explicit: bool
     ) -> Candidate | Refusal | None:
         try:
             canonical = check_rel_path(rel)
@@ -249,7 +252,7 @@ class Workspace:
         try:
             st = os.lstat(disk)  # one system call for the common case of a plain file
             if stat.S_ISLNK(st.st_mode):
-                target = disk.resolve()
+                target = Path(disk).resolve()
                 try:
                     inside = target.relative_to(real_root).as_posix()
                 except ValueError:

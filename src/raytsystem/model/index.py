@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -100,11 +101,98 @@ def index_path(index_dir: Path, number: int, generation_hash: str) -> Path:
     return index_dir / f"{number:06d}-{generation_hash[:16]}.sqlite3"
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
+def index_files(index_dir: Path) -> list[Path]:
+    """The generations' index files, newest generation first."""
+    found = [p for p in index_dir.glob("*.sqlite3") if _NAME.fullmatch(p.name)]
+    return sorted(found, key=lambda p: (int(p.name.split("-")[0]), p.name), reverse=True)
+
+
+_NAME: Final = re.compile(r"[0-9]{6,}-[0-9a-f]{16}\.sqlite3")
+
+
+def spare_for(index_dir: Path, parent: Path, keep: int) -> Path | None:
+    """The newest index file that `prune(keep)` would delete once the next generation exists
+    (which keeps the new file and the `keep - 1` newest others, the parent's first)."""
+    others = [p for p in index_files(index_dir) if p != parent]
+    prunable = others[max(keep - 2, 0) :]
+    return prunable[0] if prunable else None
+
+
+def prune(index_dir: Path, keep: int) -> list[Path]:
+    """Delete all but the `keep` newest generations' index files; returns what was deleted.
+
+    An index is derived: `raytsystem index rebuild N` makes a pruned one again.
+    """
+    removed = index_files(index_dir)[keep:]
+    for path in removed:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return removed
+
+
+def _connect(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")  # the finished file is fsynced once, before publish
     return conn
+
+
+class _NotRecyclable(Exception):
+    pass
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Copy a file; `copy_file_range` lets copy-on-write filesystems (XFS, Btrfs) share the
+    blocks instead of writing them."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        try:
+            done = 0
+            while done < size:
+                sent = os.copy_file_range(src.fileno(), dst.fileno(), size - done)
+                if sent == 0:
+                    break
+                done += sent
+        except (AttributeError, OSError):
+            src.seek(0)
+            dst.seek(0)
+            dst.truncate()
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _check_parent(meta: Mapping[str, str], parent: Path, parent_hash: str | None) -> None:
+    if meta.get("format") != FORMAT:
+        raise IntegrityError("parent index has another format", code="index_format")
+    if meta.get("generation_hash") != parent_hash:
+        raise IntegrityError(
+            f"parent index {parent.name} records generation "
+            f"{meta.get('generation_hash')}, not {parent_hash}",
+            code="index_generation_mismatch",
+        )
+
+
+def read_source_rows(
+    conn: sqlite3.Connection, source_ids: Iterable[str]
+) -> dict[str, list[IndexRow]]:
+    """The rows of these sources as an index holds them, in their order."""
+    out: dict[str, list[IndexRow]] = {}
+    for source_id in source_ids:
+        rows = out.setdefault(source_id, [])
+        for kind, table in FTS_TABLES.items():
+            rows += [
+                IndexRow(*r)
+                for r in conn.execute(
+                    _ROWS.format(table=table) + " AND d.source_id = ? ORDER BY d.rowid",
+                    (kind, source_id),
+                )
+            ]
+    return out
+
+
+_ROWS = """
+    SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
+           d.segment_kind, d.authority, d.status, d.text, f.terms, f.heading, f.path
+    FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 
 
 def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
@@ -170,41 +258,90 @@ def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None
 class IndexWriter:
     """Writes the index file of a new generation incrementally, then publishes it atomically.
 
-    It starts from a copy of the parent generation's index (or an empty schema), takes the rows
-    of sources as they come (`replace`, `delete`), and `finish` records the generation and the
-    rows digest, fsyncs and renames the file into place. Until then the file has a temp name
-    no reader looks for; `abandon` removes it. Only per-source digests stay in memory.
+    It starts from the parent generation's rows, takes the rows of sources as they come
+    (`replace`, `delete`), and `finish` records the generation and the rows digest, fsyncs and
+    renames the file into place. Until then the file has a temp name no reader looks for;
+    `abandon` removes it. Only per-source digests stay in memory.
+
+    The parent's rows come, cheapest first, from a `spare`: an older generation's index that
+    is about to be pruned, patched with the sources whose rows differ from the parent's (per
+    source digests), so a small change writes a few pages instead of the whole file; or from
+    a copy of the parent's file; or, without a parent, from nothing (an empty schema).
     """
 
     def __init__(
-        self, directory: Path, *, parent: Path | None = None, parent_hash: str | None = None
+        self,
+        directory: Path,
+        *,
+        parent: Path | None = None,
+        parent_hash: str | None = None,
+        spare: Path | None = None,
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        # One writer at a time holds the workspace's lock: any other build file is a leftover.
+        for leftover in directory.glob(".building-*.sqlite3"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
         self.tmp = directory / f".building-{os.getpid()}.sqlite3"
-        with contextlib.suppress(FileNotFoundError):
-            self.tmp.unlink()
         self._fresh = parent is None
         self._digests: dict[str, str | None] = {}  # None: the source's rows were deleted
-        if parent is not None:
-            shutil.copyfile(parent, self.tmp)
-        self.conn = _connect(self.tmp)
+        self.recycled = False
+        if parent is not None and spare is not None:
+            self.recycled = self._recycle(spare, parent, parent_hash)
+        if parent is not None and not self.recycled:
+            _copy(parent, self.tmp)
+        if not self.recycled:
+            self.conn = _connect(self.tmp)
         try:
             if parent is None:
                 self.conn.executescript(SCHEMA)
-            self.conn.execute("BEGIN")
-            if parent is not None:
-                meta = read_meta(self.conn)
-                if meta.get("format") != FORMAT:
-                    raise IntegrityError("parent index has another format", code="index_format")
-                if meta.get("generation_hash") != parent_hash:
-                    raise IntegrityError(
-                        f"parent index {parent.name} records generation "
-                        f"{meta.get('generation_hash')}, not {parent_hash}",
-                        code="index_generation_mismatch",
-                    )
+            if not self.recycled:
+                self.conn.execute("BEGIN")
+            if parent is not None and not self.recycled:
+                _check_parent(read_meta(self.conn), parent, parent_hash)
         except BaseException:
             self.abandon()
             raise
+
+    def _recycle(self, spare: Path, parent: Path, parent_hash: str | None) -> bool:
+        """Take the spare file and bring it to the parent's rows; False (and no file) if it
+        cannot be: renamed away, another format, or a reader still in it."""
+        try:
+            os.replace(spare, self.tmp)  # from now on no reader can open it by its name
+        except OSError:
+            return False
+        try:
+            self.conn = _connect(self.tmp, timeout=0)
+            # A query that opened it before the rename holds a shared lock until it is done.
+            self.conn.execute("BEGIN EXCLUSIVE")
+            if read_meta(self.conn).get("format") != FORMAT:
+                raise _NotRecyclable
+            theirs_conn = sqlite3.connect(f"file:{parent}?mode=ro", uri=True)
+            try:
+                theirs_conn.execute("BEGIN")
+                _check_parent(read_meta(theirs_conn), parent, parent_hash)
+                theirs = dict(theirs_conn.execute("SELECT source_id, digest FROM source_digests"))
+                ours = dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
+                gone = sorted(s for s in ours if s not in theirs)
+                differ = sorted(s for s, d in theirs.items() if ours.get(s) != d)
+                if len(gone) + len(differ) > len(theirs) // 4:
+                    raise _NotRecyclable  # too far behind: copying the parent is cheaper
+                self.delete(gone)
+                self.replace(read_source_rows(theirs_conn, differ))
+            finally:
+                theirs_conn.close()
+            if any(self._digests[s] != theirs[s] for s in differ):
+                raise _NotRecyclable  # the parent's rows do not match its own digests
+            return True
+        except (sqlite3.Error, _NotRecyclable):
+            self.abandon()
+            self._digests.clear()
+            return False
+
+    @property
+    def built_from(self) -> str:
+        """Where the parent's rows came from: "spare", "parent" (a copy) or "ledger" (none)."""
+        return "ledger" if self._fresh else "spare" if self.recycled else "parent"
 
     def replace(self, rows_by_source: Mapping[str, Sequence[IndexRow]]) -> None:
         """Put these sources' rows in place of whatever rows they had."""
@@ -235,15 +372,14 @@ class IndexWriter:
             total = rows_digest(
                 dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
             )
-            (sources,) = self.conn.execute(
-                "SELECT count(*) FROM docs WHERE kind = 'source'"
-            ).fetchone()
+            # One block per source row (a small table; `docs` has a million rows at 10,000 files).
+            (sources,) = self.conn.execute("SELECT count(*) FROM blocks").fetchone()
             meta = {
                 "format": FORMAT,
                 "generation_hash": generation_hash,
                 "generation_number": str(generation_number),
                 "rows_digest": total,
-                "built_from": "ledger" if self._fresh else "parent",
+                "built_from": self.built_from,
                 "source_count": str(sources),  # the N of query-time IDF
             }
             self.conn.executemany(
@@ -314,16 +450,22 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
 
 @contextlib.contextmanager
 def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]:
-    """Open a generation's index read-only, refusing one recorded for another generation."""
+    """Open a generation's index read-only, refusing one recorded for another generation.
+
+    Everything read through the connection is one read transaction: an ingest that wants to
+    recycle this file (`IndexWriter`) sees the reader and copies its parent instead.
+    """
     if not path.is_file():
+        number = int(path.name.split("-")[0])
         raise NotFound(
-            f"the index of generation {generation_hash[:16]} is missing: "
-            "run `raytsystem index rebuild`",
+            f"the index of generation {number} ({generation_hash[:16]}) is missing (old indexes "
+            f"are pruned, see [index] keep): run `raytsystem index rebuild {number}`",
             code="index_missing",
         )
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         try:
+            conn.execute("BEGIN")
             meta = read_meta(conn)
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(
@@ -353,12 +495,8 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
     problems = []
     meta = read_meta(conn)
     by_source: dict[str, list[IndexRow]] = {}
-    query = """
-        SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-               d.segment_kind, d.authority, d.status, d.text, f.terms, f.heading, f.path
-        FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
     for kind, table in FTS_TABLES.items():
-        for r in conn.execute(query.format(table=table), (kind,)):
+        for r in conn.execute(_ROWS.format(table=table), (kind,)):
             by_source.setdefault(r[3], []).append(IndexRow(*r))
     recorded = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
     for source_id in sorted(set(by_source) | set(recorded)):

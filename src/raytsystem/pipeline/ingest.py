@@ -98,6 +98,8 @@ class IngestReport:
     claims_changed: int = 0  # same claim, new status or evidence
     bytes_read: int = 0
     index_rebuilt: bool = False
+    index_built_from: str | None = None  # "spare" | "parent" | "ledger", for a new generation
+    indexes_pruned: int = 0
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -119,6 +121,8 @@ class IngestReport:
                 "bytes_read": self.bytes_read,
             },
             "index_rebuilt": self.index_rebuilt,
+            # How the new generation's index was made and how many old ones were pruned.
+            "index": {"built_from": self.index_built_from, "pruned": self.indexes_pruned},
             "findings": [f.to_json() for f in sorted(self.findings)],
             "seconds": round(self.seconds, 3),
         }
@@ -224,6 +228,12 @@ class _Run:
         if self._index is not None:
             self._index.abandon()
 
+    @property
+    def index_built_from(self) -> str | None:
+        if self._index is None:
+            return None
+        return self._index.built_from
+
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
         new = [r for r in batch if r.outcome == "new"]
@@ -326,7 +336,7 @@ def ingest(
             tasks.append(
                 FileTask(
                     c.path,
-                    str(c.disk),
+                    c.disk,
                     str(ws.raw_dir),
                     ws.config.ingest.max_file_bytes,
                     a.blob if a else None,
@@ -356,6 +366,11 @@ def ingest(
                 ws.index_dir,
                 parent=parent_index if usable_parent else None,
                 parent_hash=parent.hash if parent else None,
+                spare=(
+                    index_file.spare_for(ws.index_dir, parent_index, ws.config.index.keep)
+                    if usable_parent and parent_index
+                    else None
+                ),
             ),
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
@@ -368,6 +383,9 @@ def ingest(
             run.abandon_index()
             raise
 
+        if report.created:
+            report.index_built_from = run.index_built_from
+            report.indexes_pruned = len(index_file.prune(ws.index_dir, ws.config.index.keep))
         stat_entries = [
             (c.path, c.stat, rev)
             for c in candidates

@@ -1,0 +1,144 @@
+"""Index files over many generations: old ones are pruned to `[index] keep`, a new one is
+patched from a spare (an older index about to be pruned) when it can be, and copied from the
+parent when it cannot (a reader still in the spare, another format, `keep = 1`); whatever the
+path, the result is the index a rebuild from the ledger gives."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli, write
+
+from raytsystem.model import index as index_file
+
+SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
+
+
+def ingest(ws: Path) -> dict[str, Any]:
+    result = run_cli("ingest", "--json", cwd=ws, env=SQLITE)
+    assert result.code == 0, result.stderr
+    return result.json()
+
+
+def files(ws: Path) -> list[str]:
+    return [p.name for p in index_file.index_files(ws / ".raytsystem" / "indexes")]
+
+
+def edit(ws: Path, n: int) -> None:
+    write(
+        ws, f"docs/note-{n % 3}.md", f"# Note {n}\n\nThe ledger keeps revision {n} of this note.\n"
+    )
+
+
+@pytest.fixture
+def ws(tmp_path: Path, _workspace_template: Path) -> Path:
+    import shutil
+
+    root = tmp_path / "ws"
+    shutil.copytree(_workspace_template, root, symlinks=True)
+    for n in range(3):
+        edit(root, n)
+    write(root, "docs/stable.md", "# Stable\n\nThis file never changes between generations.\n")
+    assert ingest(root)["index"] == {"built_from": "ledger", "pruned": 0}
+    return root
+
+
+def rebuild_is_same(ws: Path) -> None:
+    result = run_cli("index", "rebuild", "--json", cwd=ws, env=SQLITE)
+    assert result.code == 0, result.stderr
+    assert result.json()["same_as_previous"] is True
+
+
+def test_generations_recycle_a_spare_and_keep_two_indexes(ws: Path) -> None:
+    edit(ws, 3)
+    assert ingest(ws)["index"] == {"built_from": "parent", "pruned": 0}  # no spare yet
+    for n in range(4, 9):
+        edit(ws, n)
+        report = ingest(ws)
+        assert report["index"] == {"built_from": "spare", "pruned": 0}
+        assert files(ws) == [
+            f"{report['generation']['number']:06d}-{report['generation']['hash'][:16]}.sqlite3",
+            f"{report['parent']['number']:06d}-{report['parent']['hash'][:16]}.sqlite3",
+        ]
+    path = sorted((ws / ".raytsystem" / "indexes").glob("*.sqlite3"))[-1]
+    with sqlite3.connect(path) as conn:
+        assert index_file.check_rows(conn) == []
+        assert index_file.read_meta(conn)["built_from"] == "spare"
+    rebuild_is_same(ws)
+    answer = run_cli("query", "revision 8 of this note", "--json", cwd=ws, env=SQLITE).json()
+    assert answer["status"] == "answered"
+    assert "revision 8" in answer["answer"]
+
+
+def test_keep_one_copies_the_parent_and_keeps_one_file(ws: Path) -> None:
+    config = ws / "raytsystem.toml"
+    config.write_text(config.read_text().replace("keep = 2", "keep = 1"))
+    for n in range(3, 6):
+        edit(ws, n)
+        report = ingest(ws)
+        assert report["index"]["built_from"] == "parent"
+        assert len(files(ws)) == 1
+    rebuild_is_same(ws)
+
+
+def test_an_invalid_keep_is_a_config_error(ws: Path) -> None:
+    config = ws / "raytsystem.toml"
+    config.write_text(config.read_text().replace("keep = 2", "keep = 0"))
+    result = run_cli("ingest", "--json", cwd=ws, env=SQLITE)
+    assert result.code != 0
+    assert result.json()["error"]["code"] == "config_invalid"
+
+
+def test_a_reader_in_the_spare_makes_the_writer_copy(ws: Path) -> None:
+    edit(ws, 3)
+    ingest(ws)
+    spare = ws / ".raytsystem" / "indexes" / files(ws)[1]
+    reader = sqlite3.connect(f"file:{spare}?mode=ro", uri=True)
+    try:
+        reader.execute("BEGIN")
+        before = index_file.read_meta(reader)  # holds a shared lock until the end
+        edit(ws, 4)
+        assert ingest(ws)["index"]["built_from"] == "parent"
+        # The reader still reads the generation it opened, whole.
+        assert index_file.read_meta(reader) == before
+        assert index_file.check_rows(reader) == []
+    finally:
+        reader.close()
+    assert len(files(ws)) == 2
+    rebuild_is_same(ws)
+
+
+def test_a_spare_of_another_format_is_not_recycled(ws: Path) -> None:
+    edit(ws, 3)
+    ingest(ws)
+    spare = ws / ".raytsystem" / "indexes" / files(ws)[1]
+    with sqlite3.connect(spare) as conn:
+        conn.execute("UPDATE meta SET value = 'old' WHERE key = 'format'")
+    edit(ws, 4)
+    assert ingest(ws)["index"]["built_from"] == "parent"
+    rebuild_is_same(ws)
+
+
+def test_a_leftover_build_file_is_removed(ws: Path) -> None:
+    leftover = ws / ".raytsystem" / "indexes" / ".building-999999.sqlite3"
+    leftover.write_bytes(b"half a file from a killed ingest")
+    edit(ws, 3)
+    ingest(ws)
+    assert not leftover.exists()
+
+
+def test_a_pruned_generation_is_missing_until_rebuilt(ws: Path) -> None:
+    for n in range(3, 6):
+        edit(ws, n)
+        ingest(ws)
+    result = run_cli("query", "revision", "--generation", "1", "--json", cwd=ws, env=SQLITE)
+    assert result.code == 4
+    error = result.json()["error"]
+    assert error["code"] == "index_missing"
+    assert "raytsystem index rebuild 1" in error["message"]
+    assert run_cli("index", "rebuild", "1", "--json", cwd=ws, env=SQLITE).code == 0
+    answer = run_cli("query", "revision", "--generation", "1", "--json", cwd=ws, env=SQLITE)
+    assert answer.code == 0 and answer.json()["generation"]["number"] == 1
