@@ -157,7 +157,8 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             "one-file-change re-ingest (wall)",
             one["median_wall_s"],
             "s",
-            note=f"median of {len(one['runs'])}"
+            note=f"median of {len(one['runs']) - 1 or 1}; index from: "
+            + ", ".join(one.get("steady_built_from", ["?"]))
             + ("" if one["all_made_one_revision"] else "; NOT exactly one new revision"),
         ),
         _fig(
@@ -170,6 +171,14 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             note="target: < 1 s plus process start",
         ),
         _fig("re-ingest", "  generation/index part (JSON seconds)", one["median_json_s"], "s"),
+        _fig(
+            "re-ingest",
+            "  first change after the cold ingest (wall)",
+            one["first"]["wall_s"],
+            "s",
+            note=f"index from: {one['first']['index_built_from']} (no spare index yet); "
+            f"JSON seconds {one['first']['json_seconds']}",
+        ),
         _fig(
             "re-ingest",
             "  outside ingest's own timer",
