@@ -93,6 +93,13 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(out) + "$")
 
 
+def _any_of(globs: Sequence[str]) -> re.Pattern[str] | None:
+    """One pattern matching any of the globs (one match per path instead of one per glob)."""
+    if not globs:
+        return None
+    return re.compile("|".join(f"(?:{glob_regex(g).pattern})" for g in globs))
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A file discovery found: its canonical relative path and where it is on disk."""
@@ -155,16 +162,19 @@ class Workspace:
         return f"sqlite:///{self.state_dir / 'ledger.sqlite3'}"
 
     @cached_property
-    def _includes(self) -> list[re.Pattern[str]]:
-        return [glob_regex(p) for p in self.config.ingest.include]
+    def _includes(self) -> re.Pattern[str] | None:
+        return _any_of(self.config.ingest.include)
 
     @cached_property
-    def _excludes(self) -> list[re.Pattern[str]]:
-        return [glob_regex(p) for p in self.config.ingest.exclude]
+    def _excludes(self) -> re.Pattern[str] | None:
+        return _any_of(self.config.ingest.exclude)
 
     def selected(self, rel: str) -> bool:
-        return any(r.match(rel) for r in self._includes) and not any(
-            r.match(rel) for r in self._excludes
+        include, exclude = self._includes, self._excludes
+        return (
+            include is not None
+            and include.match(rel) is not None
+            and (exclude is None or exclude.match(rel) is None)
         )
 
     def rel_from_cli(self, arg: str, cwd: Path) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, and_, or_, select
 
@@ -109,8 +109,9 @@ def active(table: Any, number: int) -> Any:
     return and_(table.gen_from <= number, or_(table.gen_to.is_(None), table.gen_to > number))
 
 
-@dataclass(frozen=True)
-class ActiveSource:
+class ActiveSource(NamedTuple):
+    """A source active in a generation (a tuple: ingest reads one per file of the workspace)."""
+
     source_id: str
     path: str
     revision_id: str
@@ -144,18 +145,9 @@ def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSour
         .where(active(SourceState, number))
     )
     out = {}
-    for r in rows:
-        adapter = None if r.adapter is None else f"{r.adapter}@{r.adapter_version}/{r.config_hash}"
-        out[r.path] = ActiveSource(
-            r.source_id,
-            r.path,
-            r.revision_id,
-            r.blob,
-            r.media_type,
-            r.normalization_id,
-            adapter,
-            r.digest,
-        )
+    for sid, path, rev, blob, media, nid, name, version, config, digest in rows:
+        adapter = None if name is None else f"{name}@{version}/{config}"
+        out[path] = ActiveSource(sid, path, rev, blob, media, nid, adapter, digest)
     return out
 
 
