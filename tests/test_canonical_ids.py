@@ -333,6 +333,20 @@ def test_property_dict_key_order_does_not_matter(value: Any) -> None:
     assert canonical_json(_reverse_key_order(value)) == canonical_json(value)
 
 
+_pairs = st.lists(st.tuples(st.text(), st.text()) | st.lists(st.text(), max_size=3), max_size=6)
+
+
+@given(_pairs, st.booleans())
+def test_property_lists_of_pairs_encode_as_the_general_path_does(value: Any, wrap: bool) -> None:
+    """The fast path (no copy) for lists of string pairs, alone or under a key, gives the bytes
+    of the general path: NFC everywhere, tuples as arrays."""
+    from raytsystem.canonical import _ENCODER, _canon
+
+    subject = {"sources": value} if wrap else value
+    assert canonical_json(subject) == _ENCODER.encode(_canon(subject)).encode("utf-8")
+    assert json.loads(canonical_json(subject)) == _nfc(json.loads(json.dumps(subject)))
+
+
 @given(st.text())
 def test_property_nfd_and_nfc_give_the_same_bytes(text: str) -> None:
     nfd, nfc = unicodedata.normalize("NFD", text), unicodedata.normalize("NFC", text)

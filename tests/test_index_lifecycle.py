@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import run_cli, write
 
+from raytsystem.errors import NotFound
 from raytsystem.model import index as index_file
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
@@ -142,3 +143,67 @@ def test_a_pruned_generation_is_missing_until_rebuilt(ws: Path) -> None:
     assert run_cli("index", "rebuild", "1", "--json", cwd=ws, env=SQLITE).code == 0
     answer = run_cli("query", "revision", "--generation", "1", "--json", cwd=ws, env=SQLITE)
     assert answer.code == 0 and answer.json()["generation"]["number"] == 1
+
+
+def test_files_come_and_go_between_spare_and_parent(ws: Path) -> None:
+    for n in range(3, 8):
+        edit(ws, n)
+        write(ws, f"docs/extra-{n}.md", f"# Extra {n}\n\nA file that lives for two generations.\n")
+        gone = ws / "docs" / f"extra-{n - 2}.md"
+        if gone.exists():
+            gone.unlink()
+        ingest(ws)
+    assert ingest(ws)["created"] is False
+    edit(ws, 8)
+    assert ingest(ws)["index"]["built_from"] == "spare"
+    rebuild_is_same(ws)
+
+
+def test_a_stale_higher_numbered_file_never_displaces_the_new_index(ws: Path) -> None:
+    indexes = ws / ".raytsystem" / "indexes"
+    stale = indexes / "000120-0123456789abcdef.sqlite3"  # e.g. left by another ledger
+    stale.write_bytes(b"not ours")
+    edit(ws, 3)
+    report = ingest(ws)
+    number, digest = report["generation"]["number"], report["generation"]["hash"]
+    assert (indexes / f"{number:06d}-{digest[:16]}.sqlite3").exists()
+    assert not stale.exists()
+    answer = run_cli("query", "revision 3 of this note", "--json", cwd=ws, env=SQLITE)
+    assert answer.code == 0 and answer.json()["status"] == "answered"
+
+
+def _an_index(ws: Path) -> tuple[Path, str]:
+    path = ws / ".raytsystem" / "indexes" / files(ws)[0]
+    with sqlite3.connect(path) as conn:
+        return path, index_file.read_meta(conn)["generation_hash"]
+
+
+def test_a_file_taken_by_an_ingest_between_open_and_lock_is_never_read(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, generation = _an_index(ws)
+    real = index_file.read_meta
+
+    def taken_meanwhile(conn: sqlite3.Connection) -> dict[str, str]:
+        meta = real(conn)
+        path.rename(path.with_name(".building-1.sqlite3"))  # what a recycling ingest does
+        return meta
+
+    monkeypatch.setattr(index_file, "read_meta", taken_meanwhile)
+    with pytest.raises(NotFound) as caught, index_file.open_index(path, generation):
+        pass
+    assert caught.value.code == "index_missing"
+
+
+def test_a_file_locked_by_an_ingest_is_missing_at_once(ws: Path) -> None:
+    path, generation = _an_index(ws)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(NotFound) as caught, index_file.open_index(path, generation):
+            pass
+        assert caught.value.code == "index_missing"
+    finally:
+        writer.close()
+    with index_file.open_index(path, generation) as conn:  # free again: reads as before
+        assert index_file.check_rows(conn) == []

@@ -223,3 +223,24 @@ def test_index_rebuild_repairs_a_missing_index(copy: Path) -> None:
     assert code == 0 and body["ok"] is True, body
     answer = run_cli("query", "gateway gives up five tries", "--json", cwd=copy)
     assert answer.code == 0 and answer.json()["status"] == "answered"
+
+
+def test_an_index_of_an_older_format_is_named_with_its_rebuild(copy: Path) -> None:
+    conn = sqlite3.connect(current_index(copy))
+    try:
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'format'")
+        conn.execute("DROP TABLE blocks")  # what a format-3 index lacks
+        conn.commit()
+    finally:
+        conn.close()
+    code, body = verify(copy)
+    assert code == 3
+    found = {f["code"]: f for f in body["findings"]}
+    assert found["index_format"]["severity"] == "warning"
+    assert "raytsystem index rebuild 2" in found["index_format"]["message"]
+    assert "index_corrupt" not in found
+    query = run_cli("query", "gateway gives up five tries", "--json", cwd=copy)
+    assert query.code == 4 and query.json()["error"]["code"] == "index_missing"
+    assert run_cli("index", "rebuild", "--json", cwd=copy).code == 0
+    code, body = verify(copy)
+    assert code == 0 and body["ok"] is True, body

@@ -56,25 +56,32 @@ _SCALARS: Final = (int, bool, type(None))
 
 def canonical_json(value: Any) -> bytes:
     """Encode `value` in the canonical form described in the module docstring."""
-    if type(value) is dict and all(
-        type(k) is str and (k.isascii() or unicodedata.is_normalized("NFC", k)) and _flat_ok(v)
-        for k, v in value.items()
-    ):
-        # The common case (a flat identity of NFC strings, ints and lists of strings) needs no copy.
+    if type(value) is dict:
+        fast = all(_nfc_str(k) and _flat_ok(v) for k, v in value.items())
+    else:
+        fast = type(value) in _ARRAYS and _flat_ok(value)
+    if fast:
+        # The common cases (a flat identity of NFC strings, ints and lists of strings or of
+        # string pairs; a list of pairs) need no copy: the encoder's output is already canonical.
         return _ENCODER.encode(value).encode("utf-8")
     return _ENCODER.encode(_canon(value)).encode("utf-8")
+
+
+_ARRAYS: Final = (list, tuple)
+
+
+def _nfc_str(x: Any) -> bool:
+    # ASCII is always NFC, and asking is far cheaper than asking for NFC.
+    return type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x))
 
 
 def _flat_ok(v: Any) -> bool:
     if type(v) in _SCALARS:
         return True
     if type(v) is str:
-        # ASCII is always NFC, and asking is far cheaper than asking for NFC.
         return v.isascii() or unicodedata.is_normalized("NFC", v)
-    if type(v) is list:
-        return all(
-            type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x)) for x in v
-        )
+    if type(v) in _ARRAYS:
+        return all(_nfc_str(x) or (type(x) in _ARRAYS and all(_nfc_str(y) for y in x)) for x in v)
     return False
 
 

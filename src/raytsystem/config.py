@@ -30,7 +30,8 @@ max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
 [index]
 # How many generations keep their search index under .raytsystem/indexes (the newest ones).
 # `query --generation N` needs N's index; `raytsystem index rebuild N` makes a pruned one again.
-# With 2 or more, a new generation's index is patched from the oldest one instead of copied.
+# A new generation's index is made by patching an index about to be pruned (when there is
+# one: from the second change on with 2) instead of copying the parent's.
 keep = {DEFAULT_KEEP_INDEXES}
 """.replace("'", '"')
 

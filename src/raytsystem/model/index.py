@@ -12,8 +12,9 @@ claim (is this document about the question at all?). `blocks` records the rowid 
 source's rows, which are always written together, so QUERY can search one source's claims.
 `docs` holds what a hit needs to be displayed and then checked against the ledger.
 
-A new generation's index is the parent's file copied and patched with the changed sources'
-rows, so its cost follows the change; `build` without a parent writes everything.
+A new generation's index starts from the parent's rows (an older index about to be pruned,
+patched to them, or else a copy of the parent's file; see `IndexWriter`) and takes the changed
+sources' rows, so its cost follows the change; `build` without a parent writes everything.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import sqlite3
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -110,22 +112,33 @@ def index_files(index_dir: Path) -> list[Path]:
 _NAME: Final = re.compile(r"[0-9]{6,}-[0-9a-f]{16}\.sqlite3")
 
 
+def _prunable(files: list[Path], keep: int, first: list[Path]) -> list[Path]:
+    """What pruning to `keep` deletes: the files of `first` (the new index, its parent) take
+    the first places, the newest of the others the rest."""
+    order = [p for p in dict.fromkeys(first) if p in files] + [p for p in files if p not in first]
+    return order[keep:]
+
+
 def spare_for(index_dir: Path, parent: Path, keep: int) -> Path | None:
-    """The newest index file that `prune(keep)` would delete once the next generation exists
-    (which keeps the new file and the `keep - 1` newest others, the parent's first)."""
-    others = [p for p in index_files(index_dir) if p != parent]
-    prunable = others[max(keep - 2, 0) :]
-    return prunable[0] if prunable else None
+    """The newest index file that pruning will delete once the next generation exists (it
+    keeps the new index, then the parent, then the newest others). Never the parent itself,
+    which the new index is made from."""
+    prunable = _prunable(index_files(index_dir), keep - 1, [parent])
+    others = [p for p in prunable if p != parent]
+    return others[0] if others else None
 
 
-def prune(index_dir: Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest generations' index files; returns what was deleted.
+def prune(index_dir: Path, keep: int, first: list[Path]) -> list[Path]:
+    """Delete index files so that `keep` remain: those of `first` (the current generation's,
+    then its parent's) before the newest others, whatever their numbers (a file left by
+    another ledger may carry a higher one). Returns what was deleted; a file that cannot be
+    deleted is left for the next ingest.
 
     An index is derived: `raytsystem index rebuild N` makes a pruned one again.
     """
-    removed = index_files(index_dir)[keep:]
+    removed = _prunable(index_files(index_dir), keep, first)
     for path in removed:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             path.unlink()
     return removed
 
@@ -141,23 +154,39 @@ class _NotRecyclable(Exception):
     pass
 
 
+# A spare is patched only when at most 1/RECYCLE_SHARE of the sources (and at least 100)
+# differ from the parent's; beyond that, re-inserting their rows is estimated to cost more
+# than copying the file (not measured precisely: a copy of 0.9 GB takes 1-3 s here).
+RECYCLE_SHARE: Final = 20
+RECYCLE_CHUNK: Final = 200
+
+
+def ro_uri(path: Path) -> str:
+    """A read-only SQLite URI for a file (the path quoted: `?`, `#`, `%` are data)."""
+    return f"file:{urllib.parse.quote(str(path))}?mode=ro"
+
+
 def _copy(source: Path, target: Path) -> None:
     """Copy a file; `copy_file_range` lets copy-on-write filesystems (XFS, Btrfs) share the
     blocks instead of writing them."""
     with open(source, "rb") as src, open(target, "wb") as dst:
         size = os.fstat(src.fileno()).st_size
+        done = 0
         try:
-            done = 0
             while done < size:
                 sent = os.copy_file_range(src.fileno(), dst.fileno(), size - done)
                 if sent == 0:
-                    break
+                    break  # some filesystems stop early: finish the plain way
                 done += sent
         except (AttributeError, OSError):
+            done = 0
+        if done < size:
             src.seek(0)
             dst.seek(0)
             dst.truncate()
             shutil.copyfileobj(src, dst, 1 << 20)
+        if os.fstat(dst.fileno()).st_size != size:
+            raise OSError(f"copying {source.name} gave a file of another size")
 
 
 def _check_parent(meta: Mapping[str, str], parent: Path, parent_hash: str | None) -> None:
@@ -286,13 +315,13 @@ class IndexWriter:
         self._fresh = parent is None
         self._digests: dict[str, str | None] = {}  # None: the source's rows were deleted
         self.recycled = False
-        if parent is not None and spare is not None:
-            self.recycled = self._recycle(spare, parent, parent_hash)
-        if parent is not None and not self.recycled:
-            _copy(parent, self.tmp)
-        if not self.recycled:
-            self.conn = _connect(self.tmp)
         try:
+            if parent is not None and spare is not None:
+                self.recycled = self._recycle(spare, parent, parent_hash)
+            if parent is not None and not self.recycled:
+                _copy(parent, self.tmp)
+            if not self.recycled:
+                self.conn = _connect(self.tmp)
             if parent is None:
                 self.conn.executescript(SCHEMA)
             if not self.recycled:
@@ -304,8 +333,9 @@ class IndexWriter:
             raise
 
     def _recycle(self, spare: Path, parent: Path, parent_hash: str | None) -> bool:
-        """Take the spare file and bring it to the parent's rows; False (and no file) if it
-        cannot be: renamed away, another format, or a reader still in it."""
+        """Take the spare file and bring it to the parent's rows; False (and no file: the
+        spare is lost, as pruning would have lost it) when it cannot be: renamed away, another
+        format, a reader still in it, too far from the parent, or any error on the way."""
         try:
             os.replace(spare, self.tmp)  # from now on no reader can open it by its name
         except OSError:
@@ -316,7 +346,7 @@ class IndexWriter:
             self.conn.execute("BEGIN EXCLUSIVE")
             if read_meta(self.conn).get("format") != FORMAT:
                 raise _NotRecyclable
-            theirs_conn = sqlite3.connect(f"file:{parent}?mode=ro", uri=True)
+            theirs_conn = sqlite3.connect(ro_uri(parent), uri=True)
             try:
                 theirs_conn.execute("BEGIN")
                 _check_parent(read_meta(theirs_conn), parent, parent_hash)
@@ -324,16 +354,17 @@ class IndexWriter:
                 ours = dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
                 gone = sorted(s for s in ours if s not in theirs)
                 differ = sorted(s for s, d in theirs.items() if ours.get(s) != d)
-                if len(gone) + len(differ) > len(theirs) // 4:
+                if len(gone) + len(differ) > max(100, len(theirs) // RECYCLE_SHARE):
                     raise _NotRecyclable  # too far behind: copying the parent is cheaper
                 self.delete(gone)
-                self.replace(read_source_rows(theirs_conn, differ))
+                for i in range(0, len(differ), RECYCLE_CHUNK):  # memory: a chunk at a time
+                    self.replace(read_source_rows(theirs_conn, differ[i : i + RECYCLE_CHUNK]))
             finally:
                 theirs_conn.close()
             if any(self._digests[s] != theirs[s] for s in differ):
                 raise _NotRecyclable  # the parent's rows do not match its own digests
             return True
-        except (sqlite3.Error, _NotRecyclable):
+        except Exception:
             self.abandon()
             self._digests.clear()
             return False
@@ -434,7 +465,7 @@ def usable(path: Path, generation_hash: str) -> bool:
     if not path.is_file():
         return False
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(ro_uri(path), uri=True)
         try:
             meta = read_meta(conn)
         finally:
@@ -452,25 +483,46 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
 def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]:
     """Open a generation's index read-only, refusing one recorded for another generation.
 
-    Everything read through the connection is one read transaction: an ingest that wants to
-    recycle this file (`IndexWriter`) sees the reader and copies its parent instead.
+    Everything read through the connection is one read transaction, so an ingest that wants to
+    recycle this file as a spare (`IndexWriter`) cannot lock it and copies its parent instead.
+    The file must still be the one at `path` once that transaction holds its lock: otherwise
+    an ingest took it in between, and it is reported missing, never read.
     """
-    if not path.is_file():
-        number = int(path.name.split("-")[0])
-        raise NotFound(
-            f"the index of generation {number} ({generation_hash[:16]}) is missing (old indexes "
-            f"are pruned, see [index] keep): run `raytsystem index rebuild {number}`",
-            code="index_missing",
-        )
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    number = int(path.name.split("-")[0])
+    missing = NotFound(
+        f"the index of generation {number} ({generation_hash[:16]}) is missing (old indexes "
+        f"are pruned, see [index] keep): run `raytsystem index rebuild {number}`",
+        code="index_missing",
+    )
+    try:
+        before = os.stat(path).st_ino
+    except FileNotFoundError:
+        raise missing from None
+    try:
+        # No waiting: published files are never written, so a lock on one means an ingest
+        # has taken it as a spare and it is about to become another generation's.
+        conn = sqlite3.connect(ro_uri(path), uri=True, timeout=0)
+    except sqlite3.OperationalError as exc:
+        raise missing from exc
     try:
         try:
             conn.execute("BEGIN")
-            meta = read_meta(conn)
+            meta = read_meta(conn)  # the shared lock is held from here on
+            still = os.stat(path).st_ino == before
+        except FileNotFoundError:
+            still = False
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "unable to open" not in str(exc):
+                raise IntegrityError(
+                    f"index {path.name} is unreadable: {exc}", code="index_corrupt"
+                ) from exc
+            still = False  # an ingest holds it: it is becoming another generation's
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(
                 f"index {path.name} is unreadable: {exc}", code="index_corrupt"
             ) from exc
+        if not still:
+            raise missing
         if meta.get("format") != FORMAT:
             raise NotFound(
                 f"index {path.name} has format {meta.get('format')}, this raytsystem reads "

@@ -383,9 +383,12 @@ def ingest(
             run.abandon_index()
             raise
 
-        if report.created:
+        if report.created and generation is not None:
             report.index_built_from = run.index_built_from
-            report.indexes_pruned = len(index_file.prune(ws.index_dir, ws.config.index.keep))
+            new_index = index_file.index_path(ws.index_dir, generation.number, generation.hash)
+            first = [new_index] + ([parent_index] if parent_index else [])
+            pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
+            report.indexes_pruned = len(pruned)
         stat_entries = [
             (c.path, c.stat, rev)
             for c in candidates

@@ -235,7 +235,7 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
 
 
 def _claims_in(
-    conn: sqlite3.Connection, expression: str, blocks: list[tuple[int, int]], cheap_scan: bool
+    conn: sqlite3.Connection, expression: str, blocks: list[tuple[int, int]], scan_whole_index: bool
 ) -> list[int]:
     """Rowids of the claims that match, among those of the given blocks.
 
@@ -244,7 +244,7 @@ def _claims_in(
     the same rowids, at a different cost (a block search costs about as much as reading a
     hundred rowids, more when the expression has pairs).
     """
-    if cheap_scan:
+    if scan_whole_index:
         lows = [low for low, _ in blocks]
         found = []
         for (r,) in conn.execute(

@@ -422,19 +422,35 @@ def check_indexes(
     report: VerifyReport,
 ) -> None:
     known = {g.hash: g for g in state.generations(conn)}
-    files = sorted(index_dir.glob("*.sqlite3")) if index_dir.is_dir() else []
+    # Generations' index files only: a `.building-*` file is an ingest's work in progress.
+    files = sorted(index_file.index_files(index_dir)) if index_dir.is_dir() else []
     seen = set()
     for path in files:
+        if not path.exists():
+            continue  # pruned or taken as a spare by an ingest since the listing
         report.counts["indexes"] += 1
         try:
-            conn_i = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            conn_i = sqlite3.connect(index_file.ro_uri(path), uri=True)
             try:
+                conn_i.execute("BEGIN")  # one snapshot of the file
                 meta = index_file.read_meta(conn_i)
-                problems = index_file.check_rows(conn_i)
+                old = meta.get("format") != index_file.FORMAT
+                problems = [] if old else index_file.check_rows(conn_i)
             finally:
                 conn_i.close()
         except sqlite3.DatabaseError as exc:
             report.add("error", "index_corrupt", path.name, f"unreadable: {exc}")
+            continue
+        if old:
+            # Derived data another raytsystem wrote: queries refuse it, rebuilding replaces it.
+            number = path.name.split("-")[0].lstrip("0") or "0"
+            report.add(
+                "warning",
+                "index_format",
+                path.name,
+                f"written in index format {meta.get('format')}, this raytsystem reads "
+                f"{index_file.FORMAT}: run `raytsystem index rebuild {number}`",
+            )
             continue
         gen = known.get(meta.get("generation_hash", ""))
         if gen is None or index_file.index_path(index_dir, gen.number, gen.hash) != path:

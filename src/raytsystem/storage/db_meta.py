@@ -6,6 +6,3 @@ from typing import Final
 SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001",)
 SCHEMA_HEAD: Final = SCHEMA_REVISIONS[-1]
 BUSY_TIMEOUT_MS: Final = 10_000
-# SQLite reads through a memory map of up to this many bytes instead of one read() per page
-# (a fresh connection reading 10,000 active sources takes a third less time). A ceiling.
-MMAP_BYTES: Final = 1 << 30

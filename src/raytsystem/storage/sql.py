@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
-from .db_meta import BUSY_TIMEOUT_MS, MMAP_BYTES, SCHEMA_HEAD, SCHEMA_REVISIONS
+from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
 
 
 class Reader(Protocol):
@@ -52,7 +52,6 @@ class SqliteReader:
         try:
             self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             self._conn.execute("BEGIN")  # one snapshot for the whole read
             self._check_schema()
         except sqlite3.OperationalError as exc:
