@@ -176,7 +176,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             "  first change after the cold ingest (wall)",
             one["first"]["wall_s"],
             "s",
-            note=f"index from: {one['first']['index_built_from']} (no spare index yet); "
+            note=f"index from: {one['first']['index_built_from']}; "
             f"JSON seconds {one['first']['json_seconds']}",
         ),
         _fig(

@@ -169,9 +169,9 @@ def one_change_ingest(
 ) -> dict[str, Any]:
     """`repeat + 1` one-file edits, each followed by an ingest.
 
-    The first change after a cold ingest has no spare index to patch (only the parent's
-    exists), so its index is a copy of the parent's; it is reported on its own. The others are
-    the steady state: the new index is patched from the spare (`[index] keep`, default 2).
+    The first change after a cold ingest patches the copy the cold ingest left (or, with an
+    older raytsystem, copies the parent's index); it is reported on its own. The others are the
+    steady state: the new index is patched from the index about to be pruned (`[index] keep`).
     """
     runs = []
     for n, path in enumerate(pick_edit_targets(files, repeat + 1, seed), 1):

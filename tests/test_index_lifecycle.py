@@ -43,7 +43,8 @@ def ws(tmp_path: Path, _workspace_template: Path) -> Path:
     for n in range(3):
         edit(root, n)
     write(root, "docs/stable.md", "# Stable\n\nThis file never changes between generations.\n")
-    assert ingest(root)["index"] == {"built_from": "ledger", "pruned": 0}
+    assert ingest(root)["index"] == {"built_from": "ledger", "pruned": 0, "spare_made": True}
+    assert (root / ".raytsystem" / "indexes" / index_file.SPARE_NAME).is_file()
     return root
 
 
@@ -54,12 +55,11 @@ def rebuild_is_same(ws: Path) -> None:
 
 
 def test_generations_recycle_a_spare_and_keep_two_indexes(ws: Path) -> None:
-    edit(ws, 3)
-    assert ingest(ws)["index"] == {"built_from": "parent", "pruned": 0}  # no spare yet
-    for n in range(4, 9):
+    for n in range(3, 9):  # the first change takes the copy the first ingest left
         edit(ws, n)
         report = ingest(ws)
-        assert report["index"] == {"built_from": "spare", "pruned": 0}
+        assert report["index"] == {"built_from": "spare", "pruned": 0, "spare_made": False}
+        assert not (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).exists()
         assert files(ws) == [
             f"{report['generation']['number']:06d}-{report['generation']['hash'][:16]}.sqlite3",
             f"{report['parent']['number']:06d}-{report['parent']['hash'][:16]}.sqlite3",
@@ -81,7 +81,9 @@ def test_keep_one_copies_the_parent_and_keeps_one_file(ws: Path) -> None:
         edit(ws, n)
         report = ingest(ws)
         assert report["index"]["built_from"] == "parent"
+        assert report["index"]["spare_made"] is False
         assert len(files(ws)) == 1
+    assert not (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).exists()
     rebuild_is_same(ws)
 
 

@@ -119,13 +119,40 @@ def _prunable(files: list[Path], keep: int, first: list[Path]) -> list[Path]:
     return order[keep:]
 
 
+SPARE_NAME: Final = ".spare.sqlite3"
+
+
 def spare_for(index_dir: Path, parent: Path, keep: int) -> Path | None:
-    """The newest index file that pruning will delete once the next generation exists (it
-    keeps the new index, then the parent, then the newest others). Never the parent itself,
-    which the new index is made from."""
+    """The file a new index is best made from: the spare copy `keep_spare` left, or the newest
+    index file that pruning will delete once the next generation exists (it keeps the new
+    index, then the parent, then the newest others). Never the parent itself, which the new
+    index is made from."""
+    if keep >= 2 and (index_dir / SPARE_NAME).is_file():
+        return index_dir / SPARE_NAME
     prunable = _prunable(index_files(index_dir), keep - 1, [parent])
     others = [p for p in prunable if p != parent]
     return others[0] if others else None
+
+
+def keep_spare(index_dir: Path, current: Path, keep: int) -> bool:
+    """With room for another index (fewer than `keep` files, e.g. after the first ingest), copy
+    the current one as the spare the next change patches: that change then writes a few pages
+    instead of copying the whole file. The copy is fsynced before it takes the spare's name:
+    a spare is trusted for every source whose rows it does not patch. True if one was made."""
+    spare = index_dir / SPARE_NAME
+    if keep < 2 or spare.exists() or len(index_files(index_dir)) >= keep:
+        return False
+    tmp = index_dir / f".building-spare-{os.getpid()}.sqlite3"
+    try:
+        _copy(current, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, spare)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
 
 
 def prune(index_dir: Path, keep: int, first: list[Path]) -> list[Path]:
@@ -137,6 +164,8 @@ def prune(index_dir: Path, keep: int, first: list[Path]) -> list[Path]:
     An index is derived: `raytsystem index rebuild N` makes a pruned one again.
     """
     removed = _prunable(index_files(index_dir), keep, first)
+    if keep < 2 and (index_dir / SPARE_NAME).exists():
+        removed.append(index_dir / SPARE_NAME)  # no room for a spare any more
     for path in removed:
         with contextlib.suppress(OSError):
             path.unlink()

@@ -100,6 +100,7 @@ class IngestReport:
     index_rebuilt: bool = False
     index_built_from: str | None = None  # "spare" | "parent" | "ledger", for a new generation
     indexes_pruned: int = 0
+    index_spare_made: bool = False
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -122,7 +123,11 @@ class IngestReport:
             },
             "index_rebuilt": self.index_rebuilt,
             # How the new generation's index was made and how many old ones were pruned.
-            "index": {"built_from": self.index_built_from, "pruned": self.indexes_pruned},
+            "index": {
+                "built_from": self.index_built_from,
+                "pruned": self.indexes_pruned,
+                "spare_made": self.index_spare_made,
+            },
             "findings": [f.to_json() for f in sorted(self.findings)],
             "seconds": round(self.seconds, 3),
         }
@@ -389,6 +394,9 @@ def ingest(
             first = [new_index] + ([parent_index] if parent_index else [])
             pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
             report.indexes_pruned = len(pruned)
+            report.index_spare_made = index_file.keep_spare(
+                ws.index_dir, new_index, ws.config.index.keep
+            )
         stat_entries = [
             (c.path, c.stat, rev)
             for c in candidates
