@@ -199,6 +199,15 @@ def cli() -> CliRunner:
     return run_cli
 
 
+def default_sigint() -> None:
+    """For `Popen(preexec_fn=...)` of a process a test interrupts: a runner that starts the
+    tests in the background (SIGINT ignored, as in a non-interactive shell's `cmd &`) must not
+    keep Python from installing its Ctrl-C handler in the child."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write(root: Path, rel: str, text: str) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)

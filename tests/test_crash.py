@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write
+from conftest import default_sigint, run_cli, write
 
 POINTS = [
     "ingest.after_normalize",
@@ -90,6 +90,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_previous_generation(workspace: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     time.sleep(3)
     proc.send_signal(signal.SIGINT)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli, write
+from conftest import REPO, default_sigint, run_cli, write
 
 from raytsystem.errors import IntegrityError, NotFound, UsageError
 from raytsystem.universe.page import content_security_policy, embed_json, render_page
@@ -383,6 +383,7 @@ def test_cli_serve_answers_and_stops_on_ctrl_c(workspace: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
