@@ -68,21 +68,35 @@ def canonical_json(value: Any) -> bytes:
 
 
 _ARRAYS: Final = (list, tuple)
+_is_nfc: Final = unicodedata.is_normalized
 
 
 def _nfc_str(x: Any) -> bool:
     # ASCII is always NFC, and asking is far cheaper than asking for NFC.
-    return type(x) is str and (x.isascii() or unicodedata.is_normalized("NFC", x))
+    return type(x) is str and (x.isascii() or _is_nfc("NFC", x))
 
 
 def _flat_ok(v: Any) -> bool:
-    if type(v) in _SCALARS:
+    """Whether `v` is a scalar, an NFC string, or a list of them or of lists of NFC strings.
+
+    Written out loop by loop: it runs for every ID and hash, hundreds of times per file."""
+    t = type(v)
+    if t is str:
+        return v.isascii() or _is_nfc("NFC", v)
+    if t is list or t is tuple:
+        for x in v:
+            tx = type(x)
+            if tx is str:
+                if not (x.isascii() or _is_nfc("NFC", x)):
+                    return False
+            elif tx is list or tx is tuple:
+                for y in x:
+                    if type(y) is not str or not (y.isascii() or _is_nfc("NFC", y)):
+                        return False
+            else:
+                return False
         return True
-    if type(v) is str:
-        return v.isascii() or unicodedata.is_normalized("NFC", v)
-    if type(v) in _ARRAYS:
-        return all(_nfc_str(x) or (type(x) in _ARRAYS and all(_nfc_str(y) for y in x)) for x in v)
-    return False
+    return t in _SCALARS
 
 
 def blake3_hex(data: bytes) -> str:
