@@ -217,5 +217,5 @@ def test_best_sources_break_ties_by_source_id(
             "FROM sources_fts f JOIN docs d ON d.rowid = f.rowid WHERE sources_fts MATCH ?",
             (*ranking.WEIGHTS, expression),
         ).fetchall()
-        expected = [(r, s) for r, s, _ in sorted(everything, key=lambda x: (x[1], x[2]))][:limit]
+        expected = sorted(everything, key=lambda x: (x[1], x[2]))[:limit]
         assert ranking._best_sources(conn, expression) == expected, question

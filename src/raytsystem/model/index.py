@@ -103,10 +103,15 @@ def index_path(index_dir: Path, number: int, generation_hash: str) -> Path:
     return index_dir / f"{number:06d}-{generation_hash[:16]}.sqlite3"
 
 
+def index_number(path: Path) -> int:
+    """The generation number an index file's name carries."""
+    return int(path.name.split("-")[0])
+
+
 def index_files(index_dir: Path) -> list[Path]:
     """The generations' index files, newest generation first."""
     found = [p for p in index_dir.glob("*.sqlite3") if _NAME.fullmatch(p.name)]
-    return sorted(found, key=lambda p: (int(p.name.split("-")[0]), p.name), reverse=True)
+    return sorted(found, key=lambda p: (index_number(p), p.name), reverse=True)
 
 
 _NAME: Final = re.compile(r"[0-9]{6,}-[0-9a-f]{16}\.sqlite3")
@@ -345,17 +350,16 @@ class IndexWriter:
         self._digests: dict[str, str | None] = {}  # None: the source's rows were deleted
         self.recycled = False
         try:
-            if parent is not None and spare is not None:
-                self.recycled = self._recycle(spare, parent, parent_hash)
-            if parent is not None and not self.recycled:
-                _copy(parent, self.tmp)
-            if not self.recycled:
-                self.conn = _connect(self.tmp)
             if parent is None:
+                self.conn = _connect(self.tmp)
                 self.conn.executescript(SCHEMA)
-            if not self.recycled:
                 self.conn.execute("BEGIN")
-            if parent is not None and not self.recycled:
+            elif spare is not None and self._recycle(spare, parent, parent_hash):
+                self.recycled = True  # `_recycle` left its connection in an exclusive transaction
+            else:
+                _copy(parent, self.tmp)
+                self.conn = _connect(self.tmp)
+                self.conn.execute("BEGIN")
                 _check_parent(read_meta(self.conn), parent, parent_hash)
         except BaseException:
             self.abandon()
@@ -474,14 +478,10 @@ def build(
     generation_hash: str,
     generation_number: int,
     changed: Mapping[str, Sequence[IndexRow]],
-    removed: Iterable[str] = (),
-    parent: Path | None = None,
-    parent_hash: str | None = None,
 ) -> str:
-    """Write a whole index in one go (see IndexWriter); returns its rows digest."""
-    writer = IndexWriter(path.parent, parent=parent, parent_hash=parent_hash)
+    """Write a whole index from these rows in one go (see IndexWriter); returns its rows digest."""
+    writer = IndexWriter(path.parent)
     try:
-        writer.delete(removed)
         writer.replace(changed)
     except BaseException:
         writer.abandon()
@@ -517,7 +517,7 @@ def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]
     The file must still be the one at `path` once that transaction holds its lock: otherwise
     an ingest took it in between, and it is reported missing, never read.
     """
-    number = int(path.name.split("-")[0])
+    number = index_number(path)
     missing = NotFound(
         f"the index of generation {number} ({generation_hash[:16]}) is missing (old indexes "
         f"are pruned, see [index] keep): run `raytsystem index rebuild {number}`",

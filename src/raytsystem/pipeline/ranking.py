@@ -181,17 +181,16 @@ def _source_idf(df: dict[str, int], total: int) -> dict[str, float]:
 
 
 def _source_count(conn: sqlite3.Connection) -> int:
-    recorded = dict(conn.execute("SELECT key, value FROM meta WHERE key = 'source_count'"))
-    if "source_count" in recorded:
-        return int(recorded["source_count"])
-    return int(conn.execute("SELECT count(*) FROM sources_fts").fetchone()[0])
+    """The N of source IDF, recorded by the writer (every index of this format has it)."""
+    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'source_count'").fetchone()
+    return int(value)
 
 
-def _best_sources(conn: sqlite3.Connection, expression: str) -> list[tuple[int, float]]:
-    """(rowid, BM25) of the best `SOURCE_CANDIDATES` sources, ties broken by source ID.
+def _best_sources(conn: sqlite3.Connection, expression: str) -> list[tuple[int, float, str]]:
+    """(rowid, BM25, source ID) of the best `SOURCE_CANDIDATES` sources, ties broken by source ID.
 
     Only rowids and scores are sorted (joining every match with `docs` first costs more than
-    the search); ties at the cutoff are then settled by source ID.
+    the search); the source IDs of the few kept are read after, and settle ties at the cutoff.
     """
     limit = SOURCE_CANDIDATES
     found = conn.execute(
@@ -203,7 +202,7 @@ def _best_sources(conn: sqlite3.Connection, expression: str) -> list[tuple[int, 
         kept = found
     elif found[-1][1] == found[limit - 1][1]:  # even the extra rows tie: sort every match
         return conn.execute(
-            "SELECT f.rowid, bm25(sources_fts, ?, ?, ?) AS score FROM sources_fts f "
+            "SELECT f.rowid, bm25(sources_fts, ?, ?, ?) AS score, d.source_id FROM sources_fts f "
             "CROSS JOIN docs d ON d.rowid = f.rowid "
             "WHERE sources_fts MATCH ? ORDER BY score, d.source_id LIMIT ?",
             (*WEIGHTS, expression, limit),
@@ -215,7 +214,7 @@ def _best_sources(conn: sqlite3.Connection, expression: str) -> list[tuple[int, 
             f"SELECT rowid, source_id FROM docs WHERE rowid IN ({_listed(r for r, _ in kept)})"
         )
     )
-    return sorted(kept, key=lambda r: (r[1], ids[r[0]]))[:limit]
+    return sorted(((r, score, ids[r]) for r, score in kept), key=lambda x: (x[1], x[2]))[:limit]
 
 
 def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[int]) -> set[int]:
@@ -283,23 +282,21 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     expression = match_expression(searched)
 
     best = _best_sources(conn, expression)
-    covered = dict.fromkeys((r for r, _ in best), 0.0)
+    covered = dict.fromkeys((r for r, _, _ in best), 0.0)
     for term in query_terms:
         for r in _containing(conn, term, df[term], set(covered)):
             covered[r] += idf[term]
     need = required_coverage(len(query_terms))
-    passing = {r: -score for r, score in best if covered[r] / weight >= need}
+    passing = [
+        (r, source_id, -score) for r, score, source_id in best if covered[r] / weight >= need
+    ]
     if not passing:
         return []
+    source_score = {source_id: score for _, source_id, score in passing}
     blocks = conn.execute(
-        f"SELECT low, high FROM blocks WHERE source_rowid IN ({_listed(passing)}) ORDER BY low"
+        f"SELECT low, high FROM blocks WHERE source_rowid IN ({_listed(r for r, _, _ in passing)}) "
+        "ORDER BY low"
     ).fetchall()
-    source_score = {
-        source_id: passing[r]
-        for r, source_id in conn.execute(
-            f"SELECT rowid, source_id FROM docs WHERE rowid IN ({_listed(passing)})"
-        )
-    }
 
     scorer = ClaimScorer(conn, searched)
     wanted = set(query_terms)

@@ -443,7 +443,7 @@ def check_indexes(
             continue
         if old:
             # Derived data another raytsystem wrote: queries refuse it, rebuilding replaces it.
-            number = path.name.split("-")[0].lstrip("0") or "0"
+            number = index_file.index_number(path)
             report.add(
                 "warning",
                 "index_format",
