@@ -333,6 +333,27 @@ def test_property_dict_key_order_does_not_matter(value: Any) -> None:
     assert canonical_json(_reverse_key_order(value)) == canonical_json(value)
 
 
+@given(canonical_values.filter(_nfc_keys_unique))
+def test_property_canonical_json_is_the_stdlib_encoding_of_the_nfc_value(value: Any) -> None:
+    """The reference: a fresh stdlib encoder with the documented settings, over the NFC value
+    (canonical_json keeps one C encoder and skips copies when the value is already NFC)."""
+    reference = json.dumps(_nfc(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(value) == reference.encode("utf-8")
+
+
+@given(st.text(), st.integers(), st.sampled_from(["extracted", "manual", "Ä̈"]))
+def test_property_make_id_digests_the_reference_encoding(text: str, n: int, authority: str) -> None:
+    identity = {"source": text, "authority": authority, "statement": text[::-1], "occurrence": n}
+    reference = json.dumps(
+        _nfc({"kind": "claim", **identity}),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    expected = "clm_" + blake3.blake3(reference.encode("utf-8")).hexdigest(length=16)
+    assert make_id("claim", **identity) == expected
+
+
 _pairs = st.lists(st.tuples(st.text(), st.text()) | st.lists(st.text(), max_size=3), max_size=6)
 
 

@@ -47,16 +47,18 @@ IDENTITY: Final[dict[str, tuple[str, ...]]] = {
     "review": ("generation", "findings"),
 }
 
+_IDENTITY_KEYS: Final = {kind: frozenset(fields) for kind, fields in IDENTITY.items()}
+
 _ID_RE: Final = re.compile(r"(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})")
 _HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
 
 
 def make_id(kind: str, **identity: Any) -> str:
     """Derive the ID of an object of `kind` from exactly its identity fields."""
-    expected = IDENTITY[kind]
-    if tuple(sorted(identity)) != tuple(sorted(expected)):
-        raise TypeError(f"{kind} identity needs {expected}, got {tuple(identity)}")
-    return f"{PREFIXES[kind]}_{digest({'kind': kind, **identity}, length=ID_HEX // 2)}"
+    if identity.keys() != _IDENTITY_KEYS[kind]:
+        raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {tuple(identity)}")
+    identity["kind"] = kind  # `identity` is this call's own dict
+    return f"{PREFIXES[kind]}_{digest(identity, length=ID_HEX // 2)}"
 
 
 def object_hash(kind: str, content: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ import blake3
 
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
+from .objects import tuple_reduce
 
 FORMAT: Final = "4"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
@@ -80,6 +81,8 @@ class IndexRow(NamedTuple):
     terms: str
     heading_terms: str
     path_terms: str
+
+    __reduce__ = tuple_reduce
 
     def key(self) -> tuple[str, ...]:
         """What the rows digest covers: everything but the source ID (covered by its key)."""

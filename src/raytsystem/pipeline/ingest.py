@@ -20,7 +20,9 @@ a batch of results and one digest per source, whatever the size of the workspace
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import gc
 import itertools
 import json
 import multiprocessing
@@ -43,7 +45,7 @@ from ..model.generation import (
     manifest_digest,
     source_digest,
 )
-from ..model.objects import ClaimRow, EvidenceRow
+from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger
@@ -80,6 +82,7 @@ PARALLEL_THRESHOLD = 64
 BATCH = 200  # results written per transaction while the workers go on
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
+GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
 Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
 
 
@@ -133,8 +136,9 @@ class IngestReport:
         }
 
 
-def _insert_ignore(conn: Connection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert rows whose primary key may already exist (immutable, content-addressed rows).
+def _insert_ignore(conn: Connection, table: Any, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert rows, as tuples in the table's column order, whose primary key may already exist
+    (immutable, content-addressed rows).
 
     `INSERT ... ON CONFLICT DO NOTHING` is the same SQL on SQLite and PostgreSQL; it goes to
     the driver's executemany with tuples, several times faster than row dictionaries through
@@ -148,7 +152,7 @@ def _insert_ignore(conn: Connection, table: Any, rows: Sequence[dict[str, Any]])
     marks = ", ".join(mark for _ in columns)
     sql = f"INSERT INTO {table.name} ({quoted}) VALUES ({marks}) ON CONFLICT DO NOTHING"
     for part in state.chunks(rows, 5000):
-        conn.exec_driver_sql(sql, [tuple(row[c] for c in columns) for row in part])
+        conn.exec_driver_sql(sql, list(part))
 
 
 def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:
@@ -294,6 +298,25 @@ def _slim(r: FileResult) -> FileResult:
     )
 
 
+@contextlib.contextmanager
+def _few_collections() -> Iterator[None]:
+    """Run the cyclic garbage collector less often while ingesting (workers inherit this).
+
+    An ingest allocates millions of small, acyclic objects (parser tokens, row tuples, the
+    rows unpickled from workers); with the default threshold the collector runs every 700
+    allocations and re-walks them, about a tenth of the parent's time. Reference counting still
+    frees everything at once; only cycles wait a little longer.
+    """
+    old = gc.get_threshold()
+    gc.freeze()  # what exists already (modules, the active sources) is never walked again
+    gc.set_threshold(GC_THRESHOLD, old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 def ingest(
     ws: Workspace,
     ledger: Ledger,
@@ -307,7 +330,11 @@ def ingest(
     started_at = now_iso()
     jobs = jobs or min(os.cpu_count() or 1, 8)
     blobs = DiskBlobStore(ws.raw_dir)
-    with writer_lock(ws.state_dir, ledger, lock_timeout), staging(ledger) as stage:
+    with (
+        writer_lock(ws.state_dir, ledger, lock_timeout),
+        staging(ledger) as stage,
+        _few_collections(),
+    ):
         with ledger.reading() as conn:
             parent = state.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)
@@ -619,38 +646,47 @@ def _write_objects(
     extra_claims: Sequence[ClaimRow],
     extra_evidence: Sequence[EvidenceRow],
 ) -> None:
-    sources: list[dict[str, Any]] = []
-    revisions: list[dict[str, Any]] = []
-    normalizations: list[dict[str, Any]] = []
-    segments: list[dict[str, Any]] = []
-    claims: list[dict[str, Any]] = []
-    evidence: list[dict[str, Any]] = []
+    """The immutable rows of these results; segments, claims and evidence are already tuples
+    in their tables' column order (`model/objects.py`)."""
+    sources: list[tuple[Any, ...]] = []
+    revisions: list[tuple[Any, ...]] = []
+    normalizations: list[tuple[Any, ...]] = []
+    segments: list[SegmentRow] = []
+    claims: list[ClaimRow] = list(extra_claims)
+    evidence: list[EvidenceRow] = list(extra_evidence)
     for r in results:
         sid = source_id_for(r.path)
-        sources.append({"id": sid, "path": r.path, "first_seen_at": seen_at})
+        sources.append(_row(Source, id=sid, path=r.path, first_seen_at=seen_at))
         revisions.append(
-            {
-                "id": r.revision_id,
-                "source_id": sid,
-                "blob": r.blob,
-                "size": r.size,
-                "media_type": r.media_type,
-                "first_seen_at": seen_at,
-            }
+            _row(
+                Revision,
+                id=r.revision_id,
+                source_id=sid,
+                blob=r.blob,
+                size=r.size,
+                media_type=r.media_type,
+                first_seen_at=seen_at,
+            )
         )
-        normalizations.append(r.normalization)
-        segments.extend(s.__dict__ for s in r.segments)
+        normalizations.append(_row(Normalization, **r.normalization))
+        segments.extend(r.segments)
         for claim, ev in r.claims:
-            claims.append(claim.__dict__)
-            evidence.append(ev.__dict__)
-    claims.extend(c.__dict__ for c in extra_claims)
-    evidence.extend(e.__dict__ for e in extra_evidence)
+            claims.append(claim)
+            evidence.append(ev)
     _insert_ignore(conn, Source.__table__, sources)
     _insert_ignore(conn, Revision.__table__, revisions)
     _insert_ignore(conn, Normalization.__table__, normalizations)
     _insert_ignore(conn, Segment.__table__, segments)
     _insert_ignore(conn, Claim.__table__, claims)
     _insert_ignore(conn, Evidence.__table__, evidence)
+
+
+def _row(model: Any, **values: Any) -> tuple[Any, ...]:
+    """A row as a tuple in its table's column order (a missing or extra value is a KeyError)."""
+    columns = [c.name for c in model.__table__.columns]
+    if len(values) != len(columns):
+        raise KeyError(f"{model.__tablename__}: {sorted(set(values) ^ set(columns))}")
+    return tuple(values[c] for c in columns)
 
 
 def _record_run(conn: Connection, started_at: str, ghash: str | None, report: IngestReport) -> None:
