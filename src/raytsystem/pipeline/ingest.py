@@ -19,14 +19,14 @@ a batch of results and one digest per source, whatever the size of the workspace
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import gc
-import itertools
 import json
 import multiprocessing
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -79,7 +79,8 @@ from .manual import resolve_manual
 from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
-BATCH = 200  # results written per transaction while the workers go on
+BATCH = 100  # results written per transaction while the workers go on
+AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
@@ -162,8 +163,9 @@ def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:
 def _results(tasks: list[FileTask], jobs: int, progress: Progress | None) -> Iterator[FileResult]:
     """Results in task order (sorted by path), as soon as each is ready.
 
-    At most a few chunks per worker are in flight: when the parent (which writes the rows)
-    falls behind, the workers wait instead of piling results up in memory.
+    A feeder thread keeps the workers busy while this (main) thread writes a batch: it submits
+    chunks as long as fewer than AHEAD files are done or under way and not yet taken from here.
+    The bound keeps memory flat when the writer falls behind, whatever the workspace's size.
     """
     done, done_bytes = 0, 0
 
@@ -181,19 +183,35 @@ def _results(tasks: list[FileTask], jobs: int, progress: Progress | None) -> Ite
         return
     size = max(1, min(16, len(tasks) // (jobs * 8) or 1))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    window = 3 * jobs
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        pending: collections.deque[Future[list[FileResult]]] = collections.deque()
-        queue = iter(chunks)
-        for chunk in itertools.islice(queue, window):
-            pending.append(pool.submit(_process_chunk, chunk))
-        while pending:
-            for result in pending.popleft().result():
+    room = threading.Semaphore(max(2 * jobs, AHEAD // size))
+    submitted: queue.SimpleQueue[Future[list[FileResult]] | None] = queue.SimpleQueue()
+    stop = threading.Event()
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+
+    def feed() -> None:
+        try:
+            for chunk in chunks:
+                while not room.acquire(timeout=0.05):
+                    if stop.is_set():
+                        return
+                if stop.is_set():
+                    return
+                submitted.put(pool.submit(_process_chunk, chunk))
+        finally:
+            submitted.put(None)
+
+    feeder = threading.Thread(target=feed, name="ingest-feeder", daemon=True)
+    feeder.start()
+    try:
+        while (future := submitted.get()) is not None:
+            results = future.result()
+            room.release()
+            for result in results:
                 yield report(result)
-            following = next(queue, None)
-            if following is not None:
-                pending.append(pool.submit(_process_chunk, following))
+    finally:
+        stop.set()
+        feeder.join()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
