@@ -28,7 +28,7 @@ import sqlite3
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import blake3
 
@@ -82,7 +82,8 @@ class IndexRow(NamedTuple):
     heading_terms: str
     path_terms: str
 
-    __reduce__ = tuple_reduce
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple_reduce(self)
 
     def key(self) -> tuple[str, ...]:
         """What the rows digest covers: everything but the source ID (covered by its key)."""

@@ -33,7 +33,8 @@ class SegmentRow(NamedTuple):
     line_end: int
     sha256: str
 
-    __reduce__ = tuple_reduce
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple_reduce(self)
 
 
 class ClaimRow(NamedTuple):
@@ -43,7 +44,8 @@ class ClaimRow(NamedTuple):
     statement: str
     occurrence: int
 
-    __reduce__ = tuple_reduce
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple_reduce(self)
 
 
 class EvidenceRow(NamedTuple):
@@ -55,7 +57,8 @@ class EvidenceRow(NamedTuple):
     sha256: str
     role: str
 
-    __reduce__ = tuple_reduce
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple_reduce(self)
 
 
 def segment_id(normalization_id: str, ordinal: int, start: int, end: int, sha256: str) -> str:
