@@ -213,3 +213,17 @@ def write(root: Path, rel: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def process_one(rel: str, disk: Path, raw_root: Path, max_bytes: int) -> Any:
+    """`process_file` on one file, then publish its staged blobs as ingest's parent does."""
+    from raytsystem.pipeline.files import FileTask, process_file
+    from raytsystem.storage.blobs import STAGING, DiskBlobStore
+
+    staging_dir = raw_root / STAGING
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    result = process_file(
+        FileTask(rel, str(disk), str(raw_root), str(staging_dir), max_bytes, None, None)
+    )
+    DiskBlobStore(raw_root).publish(result.staged)
+    return result

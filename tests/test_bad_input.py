@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write
+from conftest import process_one, run_cli, write
 
 from raytsystem.model.text import NotText, decode
-from raytsystem.pipeline.files import FileResult, FileTask, process_file
+from raytsystem.pipeline.files import FileResult
 from raytsystem.storage.blobs import DiskBlobStore
 
 MAX_BYTES = 10 * 1024 * 1024
@@ -89,7 +89,7 @@ def run(tmp_path: Path, rel: str, data: bytes, max_bytes: int = MAX_BYTES) -> Fi
     disk = tmp_path / "ws" / rel
     disk.parent.mkdir(parents=True, exist_ok=True)
     disk.write_bytes(data)
-    return process_file(FileTask(rel, str(disk), str(tmp_path / "_raw"), max_bytes, None, None))
+    return process_one(rel, disk, tmp_path / "_raw", max_bytes)  # type: ignore[no-any-return]
 
 
 def text_of(result: FileResult) -> str:

@@ -338,3 +338,44 @@ def test_disk_store_on_missing_root_is_empty(tmp_path: Path) -> None:
 def test_disk_store_is_readable_by_a_second_instance(tmp_path: Path) -> None:
     address = DiskBlobStore(tmp_path / "_raw").put(b"persisted")
     assert DiskBlobStore(tmp_path / "_raw").get(address) == b"persisted"
+
+
+# --- stage and publish: how ingest writes many blobs with two syncs per batch ---------------
+
+
+def test_staged_blob_is_not_at_its_address_until_published(
+    disk: DiskBlobStore, tmp_path: Path
+) -> None:
+    with disk.staging_area() as area:
+        address, tmp = disk.stage(b"staged bytes", area)
+        assert address == b3(b"staged bytes") and tmp is not None
+        assert not disk.has(address) and Path(tmp).read_bytes() == b"staged bytes"
+        disk.publish([(address, tmp)])
+        assert disk.get(address) == b"staged bytes" and not Path(tmp).exists()
+        assert not stat.S_IMODE(disk.path(address).stat().st_mode) & 0o222
+    assert not (tmp_path / "_raw" / ".staging").exists()
+    assert disk.stray_files() == []
+
+
+def test_the_same_bytes_staged_twice_publish_once(disk: DiskBlobStore) -> None:
+    with disk.staging_area() as area:
+        first, second = disk.stage(b"twice", area), disk.stage(b"twice", area)
+        assert first[0] == second[0] and first[1] != second[1]
+        disk.publish([first, second])  # type: ignore[list-item]
+        assert disk.get(first[0]) == b"twice" and os.listdir(area) == []
+
+
+def test_stage_skips_a_blob_the_store_has(disk: DiskBlobStore) -> None:
+    address = disk.put(b"already here")
+    with disk.staging_area() as area:
+        assert disk.stage(b"already here", area) == (address, None)
+        assert os.listdir(area) == []
+
+
+def test_staging_area_removes_what_a_killed_run_left(disk: DiskBlobStore, tmp_path: Path) -> None:
+    leftover = tmp_path / "_raw" / ".staging" / ("0" * 64 + "-1-abcd")
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(b"half written")
+    with disk.staging_area() as area:
+        assert os.listdir(area) == []
+    assert not leftover.parent.exists()

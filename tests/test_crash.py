@@ -14,6 +14,7 @@ import pytest
 from conftest import default_sigint, run_cli, write
 
 POINTS = [
+    "ingest.before_publish",
     "ingest.after_normalize",
     "ingest.after_objects",
     "ingest.before_index",
@@ -45,6 +46,29 @@ def test_kill_during_ingest_keeps_the_previous_generation(workspace: Path, point
     assert (
         "9 requests" in run_cli("query", "limit requests", "--json", cwd=workspace).json()["answer"]
     )
+
+
+def test_kill_before_publish_leaves_no_blob_at_its_address(workspace: Path) -> None:
+    """Workers stage new blobs unsynced; until the parent has synced and published them,
+    nothing is at their addresses, and the next ingest clears what the killed one staged."""
+    import blake3
+
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    data = b"The limit is 9 requests per second.\n"
+    (workspace / "docs/a.md").write_bytes(data)
+    address = blake3.blake3(data).hexdigest()
+    blob = workspace / "_raw" / "blake3" / address[:2] / address
+    staging = workspace / "_raw" / ".staging"
+
+    killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_publish"})
+    assert killed.code == -signal.SIGKILL
+    assert not blob.exists()
+    assert [p.read_bytes() for p in staging.iterdir() if p.name.startswith(address)] == [data]
+
+    assert run_cli("ingest", cwd=workspace).code == 0
+    assert blob.read_bytes() == data and not staging.exists()
+    assert run_cli("verify", cwd=workspace).code == 0
 
 
 def test_kill_after_commit_leaves_the_new_generation_current(workspace: Path) -> None:

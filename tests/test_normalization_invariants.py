@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import CORPORA
+from conftest import CORPORA, process_one
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,9 +53,7 @@ from raytsystem.model.claims import segment_rows
 from raytsystem.model.text import decode
 from raytsystem.pipeline.files import (
     FileResult,
-    FileTask,
     normalization_id_for,
-    process_file,
     revision_id_for,
     source_id_for,
 )
@@ -192,7 +190,7 @@ def process_bytes(root: Path, rel: str, data: bytes) -> FileResult:
     disk = root / "ws" / rel
     disk.parent.mkdir(parents=True, exist_ok=True)
     disk.write_bytes(data)
-    return process_file(FileTask(rel, str(disk), str(root / "_raw"), MAX_BYTES, None, None))
+    return process_one(rel, disk, root / "_raw", MAX_BYTES)  # type: ignore[no-any-return]
 
 
 def check_bytes(data: bytes, rel: str = "docs/page.md") -> FileResult:
@@ -499,7 +497,7 @@ def test_every_tldr_multilingual_page_keeps_the_invariants() -> None:
         for path in files:
             rel = path.relative_to(corpus).as_posix()
             data = path.read_bytes()
-            result = process_file(FileTask(rel, str(path), str(raw), MAX_BYTES, None, None))
+            result = process_one(rel, path, raw, MAX_BYTES)
             try:
                 check_file(data, result, raw)
             except AssertionError as exc:

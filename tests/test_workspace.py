@@ -380,7 +380,8 @@ def test_init_adds_only_the_missing_gitignore_line(tmp_path: Path) -> None:
     lines = (tmp_path / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert lines.count("/_raw/blake3/") == 1
     assert lines.count("/.raytsystem/") == 1
-    assert ".gitignore (/.raytsystem/)" in created
+    assert lines.count("/_raw/.staging/") == 1
+    assert ".gitignore (/_raw/.staging/, /.raytsystem/)" in created
 
 
 def test_init_keeps_an_existing_config(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ _RESERVED_ANY: Final = frozenset({".git"})
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE: Final = re.compile(r"[A-Za-z]:[\\/]")
 
-GITIGNORE_LINES: Final = ("/_raw/blake3/", "/.raytsystem/")
+GITIGNORE_LINES: Final = ("/_raw/blake3/", "/_raw/.staging/", "/.raytsystem/")
 
 RAW_README: Final = """\
 # _raw/ — the content-addressed raw store

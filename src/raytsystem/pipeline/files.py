@@ -64,6 +64,7 @@ class FileTask:
     path: str
     disk: str
     raw_root: str
+    staging_dir: str  # where new blobs are written until the parent publishes them
     max_bytes: int
     active_blob: str | None
     active_adapter: str | None
@@ -78,6 +79,8 @@ class FileResult:
     size: int = 0
     media_type: str = ""
     revision_id: str = ""
+    # (address, temp file) of each new blob, published by the parent before any row points to it
+    staged: list[tuple[str, str]] = field(default_factory=list)
     normalization: dict[str, object] = field(default_factory=dict)
     segments: list[SegmentRow] = field(default_factory=list)
     claims: list[tuple[ClaimRow, EvidenceRow]] = field(default_factory=list)
@@ -119,12 +122,18 @@ def process_file(task: FileTask) -> FileResult:
         return _skip(path, exc.code, exc.message)
 
     store = DiskBlobStore(Path(task.raw_root))
-    store.put(data, sync_dir=False)
+    _, raw_tmp = store.stage(data, task.staging_dir)
     source_id = source_id_for(path)
     revision_id = revision_id_for(source_id, blob)
     normalization_id = normalization_id_for(revision_id, adapter)
     result = FileResult(
-        path, "new", blob=blob, size=len(data), media_type=media_type, revision_id=revision_id
+        path,
+        "new",
+        blob=blob,
+        size=len(data),
+        media_type=media_type,
+        revision_id=revision_id,
+        staged=[(blob, raw_tmp)] if raw_tmp else [],
     )
     row: dict[str, object] = {
         "id": normalization_id,
@@ -151,7 +160,9 @@ def process_file(task: FileTask) -> FileResult:
         result.normalization = row
         result.findings.append(Finding("normalize_failed", path, message, "error"))
         return result
-    text_blob = store.put(normalized.text.encode("utf-8"), sync_dir=False)
+    text_blob, tmp = store.stage(normalized.text.encode("utf-8"), task.staging_dir)
+    if tmp:
+        result.staged.append((text_blob, tmp))
     segments = segment_rows(normalization_id, normalized)
     row.update(
         status="ok",

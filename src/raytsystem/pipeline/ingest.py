@@ -275,11 +275,10 @@ class _Run:
                 self.removed_paths.append(r.path)  # its content can no longer be ingested
         if not new:
             return
-        # Workers wrote blobs without syncing their folders: one fsync per shard, before any
-        # row that points to them is committed.
-        self.blobs.sync_dirs(
-            str(a) for r in new for a in (r.blob, r.normalization.get("text_blob")) if a
-        )
+        # The workers staged their new blobs unsynced: make them durable and visible before
+        # any row that points to them is committed.
+        faults.point("ingest.before_publish")
+        self.blobs.publish(staged for r in new for staged in r.staged)
         rows = {}
         with self.stage.transaction() as conn:
             _write_objects(conn, new, self.started_at, (), ())
@@ -351,6 +350,7 @@ def ingest(
     with (
         writer_lock(ws.state_dir, ledger, lock_timeout),
         staging(ledger) as stage,
+        blobs.staging_area() as staging_dir,
         _few_collections(),
     ):
         with ledger.reading() as conn:
@@ -388,6 +388,7 @@ def ingest(
                     c.path,
                     c.disk,
                     str(ws.raw_dir),
+                    staging_dir,
                     ws.config.ingest.max_file_bytes,
                     a.blob if a else None,
                     a.adapter if a else None,
