@@ -48,7 +48,7 @@ from ..model.generation import (
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
-from ..storage.db import Ledger
+from ..storage.db import Ledger, insert_rows
 from ..storage.lock import writer_lock
 from ..storage.models import (
     Claim,
@@ -138,22 +138,9 @@ class IngestReport:
 
 
 def _insert_ignore(conn: Connection, table: Any, rows: Sequence[Sequence[Any]]) -> None:
-    """Insert rows, as tuples in the table's column order, whose primary key may already exist
-    (immutable, content-addressed rows).
-
-    `INSERT ... ON CONFLICT DO NOTHING` is the same SQL on SQLite and PostgreSQL; it goes to
-    the driver's executemany with tuples, several times faster than row dictionaries through
-    SQLAlchemy's statement layer for the hundreds of thousands of rows of a cold ingest.
-    """
-    if not rows:
-        return
-    columns = [c.name for c in table.columns]
-    mark = "%s" if conn.dialect.paramstyle in ("format", "pyformat") else "?"
-    quoted = ", ".join(f'"{c}"' for c in columns)
-    marks = ", ".join(mark for _ in columns)
-    sql = f"INSERT INTO {table.name} ({quoted}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-    for part in state.chunks(rows, 5000):
-        conn.exec_driver_sql(sql, list(part))
+    """Rows of immutable objects, as tuples in the table's column order; a row whose ID is
+    already there is the same row (content-addressed), so it is skipped."""
+    insert_rows(conn, table.name, [c.name for c in table.columns], rows, existing="skip")
 
 
 def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:

@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 
 from ..canonical import canonical_json
 from ..model.generation import ClaimState, SourceState
-from ..storage.db import Ledger, _translate
+from ..storage.db import Ledger, _translate, insert_rows
 from .state import chunks
 
 _SCHEMA = (
@@ -36,6 +36,7 @@ _SCHEMA = (
 class Staging:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self._staged: set[str] = set()  # sources with claims in pending_claims
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)
         conn.commit()
@@ -53,24 +54,26 @@ class Staging:
 
     def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
         """Replace the staged claims of one source (within the caller's transaction)."""
-        self.conn.execute(text("DELETE FROM pending_claims WHERE source_id = :s"), {"s": source_id})
-        self.put_many(claims)
-
-    def put_many(self, claims: Iterable[ClaimState]) -> None:
-        rows = [
-            {
-                "c": c.claim_id,
-                "s": c.source_id,
-                "st": c.status,
-                "h": c.claim_hash,
-                "e": canonical_json(sorted(c.evidence_ids)).decode("utf-8"),
-            }
-            for c in claims
-        ]
-        for part in chunks(rows, 5000):
+        if source_id in self._staged:
             self.conn.execute(
-                text("INSERT INTO pending_claims VALUES (:c, :s, :st, :h, :e)"), list(part)
+                text("DELETE FROM pending_claims WHERE source_id = :s"), {"s": source_id}
             )
+        self._staged.add(source_id)
+        insert_rows(
+            self.conn,
+            "pending_claims",
+            ("claim_id", "source_id", "status", "claim_hash", "evidence_ids"),
+            [
+                (
+                    c.claim_id,
+                    c.source_id,
+                    c.status,
+                    c.claim_hash,
+                    canonical_json(sorted(c.evidence_ids)).decode("utf-8"),
+                )
+                for c in claims
+            ],
+        )
 
     def claims_of(self, source_id: str) -> tuple[ClaimState, ...]:
         rows = self.conn.execute(

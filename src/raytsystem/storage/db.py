@@ -13,7 +13,7 @@ opening it raises `SchemaTooNew` instead of running anything against it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ from sqlalchemy.pool import NullPool
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
 from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
+
+INSERT_CHUNK = 5000  # rows per executemany
 
 
 def migrations_dir() -> Path:
@@ -83,6 +85,31 @@ class Ledger:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def insert_rows(
+    conn: Connection,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    existing: str = "fail",
+) -> None:
+    """Insert rows given as tuples in `columns` order, straight through the driver's
+    executemany: several times faster than row dictionaries through SQLAlchemy's statement
+    layer, for the hundreds of thousands of rows of a cold ingest. `existing="skip"` ignores
+    rows whose key is already there (`ON CONFLICT DO NOTHING`, the same on SQLite and
+    PostgreSQL): immutable, content-addressed rows written twice are one row."""
+    if not rows:
+        return
+    mark = "%s" if conn.dialect.paramstyle in ("format", "pyformat") else "?"
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    marks = ", ".join(mark for _ in columns)
+    sql = f"INSERT INTO {table} ({quoted}) VALUES ({marks})"
+    if existing == "skip":
+        sql += " ON CONFLICT DO NOTHING"
+    for i in range(0, len(rows), INSERT_CHUNK):
+        conn.exec_driver_sql(sql, list(rows[i : i + INSERT_CHUNK]))
 
 
 def _translate(exc: OperationalError) -> DatabaseError | Locked:
