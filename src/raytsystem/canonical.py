@@ -87,7 +87,15 @@ def canonical_json(value: Any) -> bytes:
     if t is dict:
         fast = True
         for k, v in value.items():
-            if not (type(k) is str and (k.isascii() or _is_nfc("NFC", k)) and _flat_ok(v)):
+            if type(k) is not str or not (k.isascii() or _is_nfc("NFC", k)):
+                fast = False
+                break
+            tv = type(v)  # the common values checked here, the rest by _flat_ok
+            if tv is str:
+                if not (v.isascii() or _is_nfc("NFC", v)):
+                    fast = False
+                    break
+            elif tv is not int and v is not None and not _flat_ok(v):
                 fast = False
                 break
     else:

@@ -33,6 +33,7 @@ _CJK_CLASS: Final = (
     "\U00020000-\U0002fa1f"
 )
 _SPLIT: Final = re.compile(f"([{_CJK_CLASS}]+)")
+_HAS_CJK: Final = re.compile(f"[{_CJK_CLASS}]")
 _CYRILLIC: Final = re.compile(r"[\u0400-\u04ff]")
 _LATIN: Final = re.compile(r"[a-z]")
 
@@ -280,8 +281,16 @@ def _bigrams(run: str) -> list[str]:
 
 def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     """The search terms of `text`, in order, with repeats."""
-    out: list[str] = []
     folded = unicodedata.normalize("NFKC", text).casefold()
+    if not drop_stopwords and not _HAS_CJK.search(folded):
+        # Most text: every run of letters and digits is one word (ingest's hot path, the
+        # same terms as `_by_script` gives, which a property test checks).
+        return [_stem(word) for word in _RUN.findall(folded)]
+    return _by_script(folded, drop_stopwords)
+
+
+def _by_script(folded: str, drop_stopwords: bool) -> list[str]:
+    out: list[str] = []
     for run in _RUN.findall(folded):
         for i, piece in enumerate(_SPLIT.split(run)):
             if not piece:

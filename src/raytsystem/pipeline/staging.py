@@ -36,6 +36,10 @@ _SCHEMA = (
 class Staging:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        if conn.dialect.name == "sqlite":
+            # Ingest inserts rows keyed by hashes, all over every index: a page cache of 64 MiB
+            # (instead of 2) keeps their pages in memory for the run.
+            conn.exec_driver_sql("PRAGMA cache_size=-65536")
         self._staged: set[str] = set()  # sources with claims in pending_claims
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)

@@ -1,0 +1,61 @@
+"""Text analysis for search (model/terms.py): the terms FTS5 indexes and queries look up."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raytsystem.model.terms import _by_script, term_text, terms
+
+
+def test_latin_words_are_folded_and_stemmed_as_english() -> None:
+    assert terms("Running RUNS ran") == ["run", "run", "ran"]
+
+
+def test_cyrillic_words_are_stemmed_as_russian() -> None:
+    assert terms("сжатия сжатие") == ["сжат", "сжат"]
+
+
+def test_nfkc_folds_full_width_letters_and_digits() -> None:
+    assert terms("ＡＢＣ １２３") == terms("abc 123") == ["abc", "123"]
+
+
+def test_han_and_kana_runs_become_bigrams_and_a_lone_character_a_unigram() -> None:
+    assert terms("压缩算法") == ["压缩", "缩算", "算法"]
+    assert terms("数 据") == ["数", "据"]
+    assert terms("gzip圧縮です") == ["gzip", "圧縮", "縮で", "です"]
+
+
+def test_punctuation_and_underscores_separate_terms() -> None:
+    assert terms("foo_bar, baz-qux! (42)") == ["foo", "bar", "baz", "qux", "42"]
+
+
+def test_stopwords_are_dropped_only_when_asked() -> None:
+    assert "the" in terms("the limit")
+    assert terms("the limit", drop_stopwords=True) == ["limit"]
+
+
+def test_term_text_joins_terms_with_spaces() -> None:
+    assert term_text("Requests per second") == "request per second"
+
+
+_texts = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x52F)  # Latin to Cyrillic
+    | st.sampled_from(list("ＡＢ１２ ._-\u00a0\u2003ﬁ")),
+    max_size=60,
+)
+
+
+@given(_texts)
+def test_property_the_fast_path_gives_the_terms_of_the_script_path(text: str) -> None:
+    """Text without CJK skips the per-run script split; the terms must be the same."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    assert terms(text) == _by_script(folded, False)
+
+
+@given(st.text(max_size=40))
+def test_property_terms_are_letters_and_digits_only(text: str) -> None:
+    for term in terms(text):
+        assert term and all(ch.isalnum() for ch in term), term
