@@ -28,9 +28,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, insert, update
@@ -45,6 +46,7 @@ from ..model.generation import (
     manifest_digest,
     source_digest,
 )
+from ..model.index import IndexRow
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
@@ -212,6 +214,54 @@ def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult
         yield batch
 
 
+class _IndexThread:
+    """The new index file, written on a thread of its own.
+
+    SQLite releases the GIL while it tokenizes and inserts, so a batch's index rows go in while
+    the main thread writes the same batch's ledger rows. `replace` returns at once (after the
+    previous call has finished, so at most one batch waits); every other call waits for all
+    before it, so an error in an earlier `replace` surfaces before the generation is committed.
+    The writer and its connection are made and used on the thread only.
+    """
+
+    def __init__(self, open_index: Callable[[], index_file.IndexWriter]) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raytsystem-index")
+        self._writer: Future[index_file.IndexWriter] = self._pool.submit(open_index)
+        self._pending: Future[Any] | None = None
+
+    def _call(self, method: str, *args: Any) -> Future[Any]:
+        self.wait()
+        writer = self._writer.result()
+        return self._pool.submit(getattr(writer, method), *args)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def replace(self, rows_by_source: Mapping[str, Sequence[IndexRow]]) -> None:
+        self._pending = self._call("replace", rows_by_source)
+
+    def delete(self, source_ids: Iterable[str]) -> None:
+        self._call("delete", list(source_ids)).result()
+
+    def finish(self, path: Path, generation_hash: str, number: int) -> str:
+        return str(self._call("finish", path, generation_hash, number).result())
+
+    @property
+    def built_from(self) -> str:
+        return self._writer.result().built_from
+
+    def abandon(self) -> None:
+        with contextlib.suppress(BaseException):
+            self.wait()  # the error it raises is already being handled by whoever abandons
+        with contextlib.suppress(BaseException):
+            self._pool.submit(self._writer.result().abandon).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 @dataclass
 class _Run:
     """What one ingest keeps between batches: small, whatever the workspace's size."""
@@ -230,17 +280,21 @@ class _Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
-    _index: index_file.IndexWriter | None = None
+    _index: _IndexThread | None = None
 
     @property
-    def index(self) -> index_file.IndexWriter:
+    def index(self) -> _IndexThread:
         if self._index is None:
-            self._index = self.open_index()
+            self._index = _IndexThread(self.open_index)
         return self._index
 
     def abandon_index(self) -> None:
         if self._index is not None:
             self._index.abandon()
+
+    def close_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
 
     @property
     def index_built_from(self) -> str | None:
@@ -420,6 +474,8 @@ def ingest(
         except BaseException:
             run.abandon_index()
             raise
+        finally:
+            run.close_index()
 
         if report.created and generation is not None:
             report.index_built_from = run.index_built_from
