@@ -3,6 +3,7 @@ determinism across workspaces, and the parallel path giving the serial path's re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -142,7 +143,7 @@ def test_parallel_ingest_gives_the_serial_ids_and_generation_hash(tmp_path: Path
         root = tmp_path / f"jobs{jobs}"
         root.mkdir()
         assert run_cli("init", cwd=root).code == 0
-        _corpus(root, 90)  # over the parallel threshold
+        _corpus(root, 250)  # over the parallel threshold, and several batches
         report = ingest(root, "--jobs", jobs)
         db = sqlite3.connect(root / ".raytsystem/ledger.sqlite3")
         ids = {
@@ -157,8 +158,13 @@ def test_parallel_ingest_gives_the_serial_ids_and_generation_hash(tmp_path: Path
             )
         }
         db.close()
-        results[jobs] = (report["generation"]["hash"], ids)
+        (index,) = (root / ".raytsystem/indexes").glob("000001-*.sqlite3")
+        with contextlib.closing(sqlite3.connect(index)) as conn:
+            digests = conn.execute("SELECT * FROM source_digests ORDER BY source_id").fetchall()
+            meta = conn.execute("SELECT value FROM meta WHERE key = 'rows_digest'").fetchone()
+        results[jobs] = (report["generation"]["hash"], ids, digests, meta)
     assert results["1"] == results["2"]
+    assert len(results["1"][2]) == 250
 
 
 def test_an_index_that_was_deleted_is_rebuilt_from_the_ledger(workspace: Path) -> None:
