@@ -575,7 +575,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
     added_paths = sorted(s.path for sid, s in differing.items() if sid not in by_id)
     removed_list = sorted(paths.get(s, s) for s in removed)
     created_at = now_iso()
-    with run.stage.transaction() as conn:
+    with run.stage.transaction(final=True) as conn:
         current = state.head(conn)
         if (current.hash if current else None) != (parent.hash if parent else None):
             raise RaytError(

@@ -26,10 +26,14 @@ _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_claims (claim_id VARCHAR(36) NOT NULL, "
     "source_id VARCHAR(36) NOT NULL, status VARCHAR(16) NOT NULL, claim_hash VARCHAR(64) NOT NULL, "
     "evidence_ids TEXT NOT NULL)",
-    "CREATE INDEX pending_claims_source ON pending_claims (source_id)",
-    "CREATE INDEX pending_claims_claim ON pending_claims (claim_id)",
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
     "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
+)
+# Built when the first lookup needs them (the manual layer, the final apply): one sort over
+# the staged claims costs less than keeping two indexes in order through every insert.
+_INDEXES = (
+    "CREATE INDEX pending_claims_source ON pending_claims (source_id)",
+    "CREATE INDEX pending_claims_claim ON pending_claims (claim_id)",
 )
 
 
@@ -40,16 +44,41 @@ class Staging:
             # Ingest inserts rows keyed by hashes, all over every index: a page cache of 64 MiB
             # (instead of 2) keeps their pages in memory for the run.
             conn.exec_driver_sql("PRAGMA cache_size=-65536")
+        # The batches before the final transaction write immutable rows nothing refers to yet:
+        # losing the last of them to a power cut is harmless, so their commits do not wait for
+        # the disk. The final transaction (`transaction(final=True)`) waits again, and with it
+        # everything written before (both logs are sequential).
+        self._set_durable(False)
         self._staged: set[str] = set()  # sources with claims in pending_claims
+        self._indexed = False
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)
         conn.commit()
 
+    def _lookups(self) -> None:
+        if not self._indexed:
+            for statement in _INDEXES:
+                self.conn.exec_driver_sql(statement)
+            self._indexed = True
+
+    def _set_durable(self, durable: bool) -> None:
+        if self.conn.dialect.name == "sqlite":
+            # Only with a write-ahead log: NORMAL in a rollback journal can corrupt on power loss.
+            if self.conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal":
+                self.conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        elif self.conn.dialect.name == "postgresql":
+            self.conn.exec_driver_sql(f"SET synchronous_commit TO {'on' if durable else 'off'}")
+        self.conn.commit()
+
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self, *, final: bool = False) -> Iterator[Connection]:
+        """A transaction; `final=True` for the one that moves the head: it commits only once
+        it is on disk, with every earlier one."""
         if self.conn.in_transaction():
             # Only reads (claims_of, owners) run outside `transaction()`: end what they began.
             self.conn.commit()
+        if final:
+            self._set_durable(True)
         try:
             with self.conn.begin():
                 yield self.conn
@@ -59,6 +88,7 @@ class Staging:
     def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
         """Replace the staged claims of one source (within the caller's transaction)."""
         if source_id in self._staged:
+            self._lookups()
             self.conn.execute(
                 text("DELETE FROM pending_claims WHERE source_id = :s"), {"s": source_id}
             )
@@ -80,6 +110,7 @@ class Staging:
         )
 
     def claims_of(self, source_id: str) -> tuple[ClaimState, ...]:
+        self._lookups()
         rows = self.conn.execute(
             text(
                 "SELECT claim_id, source_id, status, claim_hash, evidence_ids FROM pending_claims "
@@ -90,6 +121,7 @@ class Staging:
         return tuple(ClaimState(r[0], r[1], r[2], r[3], tuple(json.loads(r[4]))) for r in rows)
 
     def owners(self, claim_ids: Iterable[str]) -> dict[str, str]:
+        self._lookups()
         out: dict[str, str] = {}
         for part in chunks(sorted(set(claim_ids))):
             marks = ", ".join(f":c{i}" for i in range(len(part)))
@@ -116,6 +148,7 @@ class Staging:
         Returns (claims added, claims removed, claims whose state changed), counted by claim
         as `diff` counts them. Runs inside the caller's transaction.
         """
+        self._lookups()
         n = {"n": number}
         touched = "SELECT source_id FROM pending_sources"
         kept = "SELECT source_id FROM pending_sources WHERE removed = 0"
