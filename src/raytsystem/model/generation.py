@@ -13,17 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..ids import object_hash
+from .objects import tuple_reduce
 
 
-@dataclass(frozen=True)
-class ClaimState:
+class ClaimState(NamedTuple):
+    """A claim's state in a generation (a tuple: ingest makes one per claim per file)."""
+
     claim_id: str
     source_id: str
     status: str
     claim_hash: str
     evidence_ids: tuple[str, ...]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple_reduce(self)
 
 
 @dataclass(frozen=True)

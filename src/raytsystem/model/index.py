@@ -412,15 +412,21 @@ class IndexWriter:
         """Where the parent's rows came from: "spare", "parent" (a copy) or "ledger" (none)."""
         return "ledger" if self._fresh else "spare" if self.recycled else "parent"
 
-    def replace(self, rows_by_source: Mapping[str, Sequence[IndexRow]]) -> None:
-        """Put these sources' rows in place of whatever rows they had."""
+    def replace(
+        self,
+        rows_by_source: Mapping[str, Sequence[IndexRow]],
+        digests: Mapping[str, str] | None = None,
+    ) -> None:
+        """Put these sources' rows in place of whatever rows they had. `digests` may give
+        `source_rows_digest` of some of them, computed where the rows were made."""
         if not self._fresh:
             _delete_sources(self.conn, [s for s in rows_by_source])
         else:
             _delete_sources(self.conn, [s for s in rows_by_source if s in self._digests])
         _insert(self.conn, (row for rows in rows_by_source.values() for row in rows))
+        known = digests or {}
         for source_id, rows in rows_by_source.items():
-            self._digests[source_id] = source_rows_digest(rows)
+            self._digests[source_id] = known.get(source_id) or source_rows_digest(rows)
 
     def delete(self, source_ids: Iterable[str]) -> None:
         ids = list(source_ids)

@@ -18,8 +18,8 @@ from ..canonical import canonical_json
 from ..ids import make_id
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
-from ..model.generation import ClaimState
-from ..model.index import IndexRow
+from ..model.generation import ClaimState, source_digest
+from ..model.index import IndexRow, source_rows_digest
 from ..model.notes import parse_note
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
@@ -84,10 +84,13 @@ class FileResult:
     normalization: dict[str, object] = field(default_factory=dict)
     segments: list[SegmentRow] = field(default_factory=list)
     claims: list[tuple[ClaimRow, EvidenceRow]] = field(default_factory=list)
-    # The hash of each claim as `confirmed` with its one evidence: its state unless a directive
-    # changes it (computed here, in the worker, not in the parent).
-    claim_hashes: list[str] = field(default_factory=list)
+    # What the parent would otherwise compute, made here in the worker: each claim's state
+    # as `confirmed` with its one evidence (its state unless a directive changes it), the
+    # source's digest with those states, its index rows and their digest.
+    claim_states: list[ClaimState] = field(default_factory=list)
+    source_digest: str = ""
     index_rows: list[IndexRow] = field(default_factory=list)
+    index_digest: str = ""
     note_meta: dict[str, Any] | None = None  # a manual note's parsed meta (model/notes.py)
     findings: list[Finding] = field(default_factory=list)
 
@@ -192,18 +195,20 @@ def process_file(task: FileTask) -> FileResult:
         result.note_meta = meta
     else:
         result.claims = extract_claims(source_id, normalized, segments)
-        result.claim_hashes = [
-            claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
+        states = result.claim_states = [
+            ClaimState(
+                c.id,
+                source_id,
+                "confirmed",
+                claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]),
+                (e.id,),
+            )
             for c, e in result.claims
         ]
-        # The index rows of the source with every claim `confirmed`, made here in the worker;
-        # the parent replaces them if a directive changes a claim's status.
+        result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
+        # The parent replaces the index rows if a directive changes a claim's status.
         headings = {seg.id: seg.heading_path for seg in segments}
         facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in result.claims}
-        states = [
-            ClaimState(c.id, source_id, "confirmed", h, (e.id,))
-            for (c, e), h in zip(result.claims, result.claim_hashes, strict=True)
-        ]
         result.index_rows = memory_rows(
             source_id,
             path,
@@ -214,6 +219,7 @@ def process_file(task: FileTask) -> FileResult:
             facts.__getitem__,
             Analyzer(),
         )
+        result.index_digest = source_rows_digest(result.index_rows)
     return result
 
 

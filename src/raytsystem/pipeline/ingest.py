@@ -40,11 +40,9 @@ from .. import faults
 from ..errors import RaytError
 from ..model import index as index_file
 from ..model.generation import (
-    ClaimState,
     SourceState,
     generation_hash,
     manifest_digest,
-    source_digest,
 )
 from ..model.index import IndexRow
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
@@ -239,8 +237,12 @@ class _IndexThread:
         if pending is not None:
             pending.result()
 
-    def replace(self, rows_by_source: Mapping[str, Sequence[IndexRow]]) -> None:
-        self._pending = self._call("replace", rows_by_source)
+    def replace(
+        self,
+        rows_by_source: Mapping[str, Sequence[IndexRow]],
+        digests: Mapping[str, str] | None = None,
+    ) -> None:
+        self._pending = self._call("replace", rows_by_source, digests)
 
     def delete(self, source_ids: Iterable[str]) -> None:
         self._call("delete", list(source_ids)).result()
@@ -320,7 +322,8 @@ class _Run:
         # any row that points to them is committed.
         faults.point("ingest.before_publish")
         self.blobs.publish(staged for r in new for staged in r.staged)
-        rows = {}
+        rows: dict[str, list[IndexRow]] = {}
+        digests: dict[str, str] = {}
         with self.stage.transaction() as conn:
             _write_objects(conn, new, self.started_at, (), ())
             for r in new:
@@ -330,16 +333,14 @@ class _Run:
                     # A note's claims and statuses are decided with the whole generation.
                     self.states[sid] = SourceState(sid, r.path, r.revision_id, nid, "", ())
                 else:
-                    claims = tuple(
-                        ClaimState(c.id, sid, "confirmed", h, (e.id,))
-                        for (c, e), h in zip(r.claims, r.claim_hashes, strict=True)
+                    self.states[sid] = SourceState(
+                        sid, r.path, r.revision_id, nid, r.source_digest, ()
                     )
-                    digest = source_digest(sid, r.revision_id, nid, claims)
-                    self.states[sid] = SourceState(sid, r.path, r.revision_id, nid, digest, ())
-                    self.stage.put_claims(sid, claims)
+                    self.stage.put_claims(sid, r.claim_states)
                     rows[sid] = r.index_rows
+                    digests[sid] = r.index_digest
                 self.changed[r.path] = _slim(r)
-        self.index.replace(rows)
+        self.index.replace(rows, digests)
 
 
 def _slim(r: FileResult) -> FileResult:

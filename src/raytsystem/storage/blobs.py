@@ -107,6 +107,7 @@ class DiskBlobStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._base = root / ALGORITHM
+        self._made: set[Path] = set()  # shard folders known to exist
 
     def path(self, address: str) -> Path:
         check_address(address)
@@ -182,7 +183,9 @@ class DiskBlobStore:
         for address, tmp in pending:
             final = self.path(address)
             if final.parent not in shards:
-                final.parent.mkdir(parents=True, exist_ok=True)
+                if final.parent not in self._made:
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    self._made.add(final.parent)
                 shards.add(final.parent)
             with contextlib.suppress(FileExistsError):  # the same bytes staged twice
                 os.link(tmp, final)
