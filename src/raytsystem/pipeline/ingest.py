@@ -81,6 +81,7 @@ from .staging import Staging, staging
 PARALLEL_THRESHOLD = 64
 BATCH = 100  # results written per transaction while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
+COMMIT_EVERY = 10  # batches per ledger transaction
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
@@ -324,7 +325,7 @@ class _Run:
         self.blobs.publish(staged for r in new for staged in r.staged)
         rows: dict[str, list[IndexRow]] = {}
         digests: dict[str, str] = {}
-        with self.stage.transaction() as conn:
+        with self.stage.batch(COMMIT_EVERY) as conn:
             _write_objects(conn, new, self.started_at, (), ())
             for r in new:
                 sid = source_id_for(r.path)

@@ -51,6 +51,7 @@ class Staging:
         self._set_durable(False)
         self._staged: set[str] = set()  # sources with claims in pending_claims
         self._indexed = False
+        self._batches = 0
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)
         conn.commit()
@@ -71,11 +72,31 @@ class Staging:
         self.conn.commit()
 
     @contextmanager
+    def batch(self, every: int) -> Iterator[Connection]:
+        """Writes that share one transaction with the batches around them, committed every
+        `every` batches (and by the next `transaction()`): a batch's rows land on pages all
+        over every index (their keys are hashes), so each commit rewrites most of the index
+        pages; fewer commits write them fewer times."""
+        if not self.conn.in_transaction():
+            self.conn.begin()
+        try:
+            yield self.conn
+        except OperationalError as exc:
+            self.conn.rollback()
+            raise _translate(exc) from exc
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self._batches += 1
+        if self._batches % every == 0:
+            self.conn.commit()
+
+    @contextmanager
     def transaction(self, *, final: bool = False) -> Iterator[Connection]:
         """A transaction; `final=True` for the one that moves the head: it commits only once
         it is on disk, with every earlier one."""
         if self.conn.in_transaction():
-            # Only reads (claims_of, owners) run outside `transaction()`: end what they began.
+            # Reads (claims_of, owners) and `batch` leave a transaction open: end it.
             self.conn.commit()
         if final:
             self._set_durable(True)
