@@ -36,7 +36,7 @@ from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 from .objects import tuple_reduce
 
-FORMAT: Final = "4"
+FORMAT: Final = "5"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 SCHEMA: Final = f"""
@@ -44,7 +44,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs (
     rowid INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
-    object_id TEXT NOT NULL UNIQUE,
+    object_id TEXT NOT NULL,
     object_hash TEXT NOT NULL,
     source_id TEXT NOT NULL,
     source_path TEXT NOT NULL,

@@ -471,6 +471,7 @@ def ingest(
         try:
             for batch in _batches(_results(tasks, jobs, progress), BATCH):
                 run.take(batch)
+            stage.commit()  # the manual layer reads the ledger on connections of its own
             faults.point("ingest.after_normalize")
             generation = _finish(run, usable_parent, started)
         except BaseException:

@@ -91,6 +91,11 @@ class Staging:
         if self._batches % every == 0:
             self.conn.commit()
 
+    def commit(self) -> None:
+        """Commit what `batch` left open, so other connections (the ledger readers) see it."""
+        if self.conn.in_transaction():
+            self.conn.commit()
+
     @contextmanager
     def transaction(self, *, final: bool = False) -> Iterator[Connection]:
         """A transaction; `final=True` for the one that moves the head: it commits only once
