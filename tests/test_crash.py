@@ -125,3 +125,65 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_previous_generation(workspace: Path)
     assert not list((workspace / ".raytsystem" / "indexes").glob(".building-*"))
     body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
     assert body["generation"]["number"] == 1 and "5 requests" in body["answer"]
+
+
+def _many(workspace: Path, n: int, word: str) -> None:
+    for i in range(n):
+        write(
+            workspace,
+            f"docs/many/f{i:04d}.md",
+            f"# Part {i}\n\nThe {word} part {i} has {i} bolts.\n",
+        )
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(workspace: Path) -> None:
+    """Workers are forked with the writer lock's descriptor; they must die with the parent."""
+    _many(workspace, 120, "first")
+    killed = run_cli(
+        "ingest", "--jobs", "2", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_publish"}
+    )
+    assert killed.code == -signal.SIGKILL
+    again = run_cli("ingest", "--lock-timeout", "10", "--json", cwd=workspace)
+    assert again.code == 0, again.stdout + again.stderr
+    assert again.json()["counts"]["new_sources"] == 120
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_worker_killed_mid_ingest_fails_the_run_and_commits_nothing(workspace: Path) -> None:
+    """The pool breaks; the run must fail (`worker_died`), never finish with files missing."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    _many(workspace, 900, "second")
+    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.before_publish:4"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytsystem", "ingest", "--jobs", "2", "--json"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers) >= 2, "the workers never started"
+    time.sleep(1)  # inside the pause: the workers have filled the window and wait
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (out, err)
+    assert json.loads(out)["error"]["code"] == "worker_died"
+    gens = run_cli("generations", "--json", cwd=workspace).json()
+    assert [g["number"] for g in gens] == [1]
+    again = run_cli("ingest", "--json", cwd=workspace)
+    assert again.code == 0 and again.json()["counts"]["new_sources"] == 900

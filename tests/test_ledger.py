@@ -346,3 +346,13 @@ def test_wheel_carries_working_migrations(tmp_path: Path) -> None:
     assert report["created"] is True
     assert report["counts"]["new_sources"] == 1
     assert _version(ws / ".raytsystem" / "ledger.sqlite3") == SCHEMA_HEAD
+
+
+def test_row_tuples_have_their_tables_columns_in_order() -> None:
+    """Ingest inserts these NamedTuples as they are: a field out of place would write a
+    value into the wrong column of an immutable row."""
+    from raytsystem.model.objects import ClaimRow, EvidenceRow, SegmentRow
+    from raytsystem.storage.models import Claim, Evidence, Segment
+
+    for row, model in ((SegmentRow, Segment), (ClaimRow, Claim), (EvidenceRow, Evidence)):
+        assert row._fields == tuple(c.name for c in model.__table__.columns), row.__name__

@@ -47,6 +47,8 @@ Every file raytsystem ingests is stored here once, byte for byte, under its BLAK
 - `raytsystem verify` re-hashes every blob; a blob whose bytes no longer match its name makes
   every answer that cites it fail closed.
 - The blobs are git-ignored (`/_raw/blake3/` in .gitignore); this README is not.
+- `_raw/.staging/` exists only while an ingest runs (or until the next one, after a kill): it
+  holds new blobs until they are synced to disk and published under their names.
 """
 
 

@@ -20,16 +20,20 @@ a batch of results and one digest per source, whatever the size of the workspace
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import gc
 import json
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,9 +83,10 @@ from .manual import resolve_manual
 from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
-BATCH = 100  # results written per transaction while the workers go on
+BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
 COMMIT_EVERY = 10  # batches per ledger transaction
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread exits
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
@@ -148,7 +153,9 @@ def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:
     return [process_file(task) for task in tasks]
 
 
-def _results(tasks: list[FileTask], jobs: int, progress: Progress | None) -> Iterator[FileResult]:
+def _results(
+    tasks: list[FileTask], jobs: int, progress: Progress | None
+) -> Generator[FileResult, None, None]:
     """Results in task order (sorted by path), as soon as each is ready.
 
     A feeder thread keeps the workers busy while this (main) thread writes a batch: it submits
@@ -172,34 +179,75 @@ def _results(tasks: list[FileTask], jobs: int, progress: Progress | None) -> Ite
     size = max(1, min(16, len(tasks) // (jobs * 8) or 1))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     room = threading.Semaphore(max(2 * jobs, AHEAD // size))
-    submitted: queue.SimpleQueue[Future[list[FileResult]] | None] = queue.SimpleQueue()
+    # Futures in task order, then None; or the exception that stopped the feeder.
+    submitted: queue.SimpleQueue[Future[list[FileResult]] | BaseException | None]
+    submitted = queue.SimpleQueue()
     stop = threading.Event()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
+    )
+    # The first submit forks every worker: from this thread, before the feeder exists (a fork
+    # copies only the forking thread, and the workers die with the thread that forked them).
+    room.acquire()
+    submitted.put(pool.submit(_process_chunk, chunks[0]))
 
     def feed() -> None:
         try:
-            for chunk in chunks:
+            for chunk in chunks[1:]:
                 while not room.acquire(timeout=0.05):
                     if stop.is_set():
                         return
                 if stop.is_set():
                     return
                 submitted.put(pool.submit(_process_chunk, chunk))
+        except BaseException as exc:  # a broken pool: the main thread raises it
+            submitted.put(exc)
         finally:
             submitted.put(None)
 
     feeder = threading.Thread(target=feed, name="ingest-feeder", daemon=True)
     feeder.start()
     try:
-        while (future := submitted.get()) is not None:
-            results = future.result()
+        while (item := submitted.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            results = item.result()
             room.release()
             for result in results:
                 yield report(result)
+        if done != len(tasks):  # never expected: the feeder stopped without saying why
+            raise RaytError(f"ingest got {done} of {len(tasks)} results", code="internal_error")
+    except BrokenProcessPool as exc:
+        raise RaytError(
+            "a worker process died (killed, or out of memory); nothing of this run was "
+            "committed: the previous generation is still current",
+            code="worker_died",
+        ) from exc
     finally:
         stop.set()
         feeder.join()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_start() -> None:
+    """In each worker: die with the ingest. A worker outliving a killed parent would hold the
+    writer lock (its flock is inherited) and wait forever for work."""
+    parent = os.getppid()
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+@functools.cache
+def _prctl() -> Callable[[int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    except OSError:  # pragma: no cover - no C library to load
+        return None
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
@@ -228,10 +276,10 @@ class _IndexThread:
         self._writer: Future[index_file.IndexWriter] = self._pool.submit(open_index)
         self._pending: Future[Any] | None = None
 
-    def _call(self, method: str, *args: Any) -> Future[Any]:
+    def _call(self, call: Callable[[index_file.IndexWriter], Any]) -> Future[Any]:
         self.wait()
         writer = self._writer.result()
-        return self._pool.submit(getattr(writer, method), *args)
+        return self._pool.submit(call, writer)
 
     def wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -243,22 +291,23 @@ class _IndexThread:
         rows_by_source: Mapping[str, Sequence[IndexRow]],
         digests: Mapping[str, str] | None = None,
     ) -> None:
-        self._pending = self._call("replace", rows_by_source, digests)
+        self._pending = self._call(lambda w: w.replace(rows_by_source, digests))
 
     def delete(self, source_ids: Iterable[str]) -> None:
-        self._call("delete", list(source_ids)).result()
+        ids = list(source_ids)
+        self._call(lambda w: w.delete(ids)).result()
 
     def finish(self, path: Path, generation_hash: str, number: int) -> str:
-        return str(self._call("finish", path, generation_hash, number).result())
+        return str(self._call(lambda w: w.finish(path, generation_hash, number)).result())
 
     @property
     def built_from(self) -> str:
         return self._writer.result().built_from
 
     def abandon(self) -> None:
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(Exception):
             self.wait()  # the error it raises is already being handled by whoever abandons
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(Exception):
             self._pool.submit(self._writer.result().abandon).result()
 
     def close(self) -> None:
@@ -469,8 +518,9 @@ def ingest(
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
         try:
-            for batch in _batches(_results(tasks, jobs, progress), BATCH):
-                run.take(batch)
+            with contextlib.closing(_results(tasks, jobs, progress)) as results:
+                for batch in _batches(results, BATCH):
+                    run.take(batch)
             stage.commit()  # the manual layer reads the ledger on connections of its own
             faults.point("ingest.after_normalize")
             generation = _finish(run, usable_parent, started)

@@ -10,12 +10,13 @@ connection: a crash leaves nothing to clean up.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ..canonical import canonical_json
 from ..model.generation import ClaimState, SourceState
@@ -32,8 +33,8 @@ _SCHEMA = (
 # Built when the first lookup needs them (the manual layer, the final apply): one sort over
 # the staged claims costs less than keeping two indexes in order through every insert.
 _INDEXES = (
-    "CREATE INDEX pending_claims_source ON pending_claims (source_id)",
-    "CREATE INDEX pending_claims_claim ON pending_claims (claim_id)",
+    "CREATE INDEX IF NOT EXISTS pending_claims_source ON pending_claims (source_id)",
+    "CREATE INDEX IF NOT EXISTS pending_claims_claim ON pending_claims (claim_id)",
 )
 
 
@@ -47,9 +48,14 @@ class Staging:
             conn.exec_driver_sql("PRAGMA cache_size=-262144")
         # The batches before the final transaction write immutable rows nothing refers to yet:
         # losing the last of them to a power cut is harmless, so their commits do not wait for
-        # the disk. The final transaction (`transaction(final=True)`) waits again, and with it
-        # everything written before (both logs are sequential).
-        self._set_durable(False)
+        # the disk (`batch`). The final transaction (`transaction(final=True)`) waits, and with
+        # it everything written before (both logs are sequential). With SQLite only in WAL
+        # mode: NORMAL in a rollback journal can corrupt on power loss.
+        self._wal = (
+            conn.dialect.name == "sqlite"
+            and conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        )
+        self._set_synchronous("NORMAL")
         self._staged: set[str] = set()  # sources with claims in pending_claims
         self._indexed = False
         self._batches = 0
@@ -63,14 +69,17 @@ class Staging:
                 self.conn.exec_driver_sql(statement)
             self._indexed = True
 
-    def _set_durable(self, durable: bool) -> None:
-        if self.conn.dialect.name == "sqlite":
-            # Only with a write-ahead log: NORMAL in a rollback journal can corrupt on power loss.
-            if self.conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal":
-                self.conn.exec_driver_sql(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        elif self.conn.dialect.name == "postgresql":
-            self.conn.exec_driver_sql(f"SET synchronous_commit TO {'on' if durable else 'off'}")
-        self.conn.commit()
+    def _set_synchronous(self, level: str) -> None:
+        if self._wal:
+            if self.conn.in_transaction():
+                self.conn.commit()
+            self.conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+            self.conn.commit()
+
+    def close(self) -> None:
+        """Leave the connection as it was found (it may go back to a pool)."""
+        with contextlib.suppress(SQLAlchemyError):
+            self._set_synchronous("FULL")
 
     @contextmanager
     def batch(self, every: int) -> Iterator[Connection]:
@@ -80,32 +89,36 @@ class Staging:
         pages; fewer commits write them fewer times."""
         if not self.conn.in_transaction():
             self.conn.begin()
+            if self.conn.dialect.name == "postgresql":
+                self.conn.exec_driver_sql("SET LOCAL synchronous_commit TO off")
         try:
             yield self.conn
+            self._batches += 1
+            if self._batches % every == 0:
+                self.conn.commit()
         except OperationalError as exc:
             self.conn.rollback()
             raise _translate(exc) from exc
         except BaseException:
             self.conn.rollback()
             raise
-        self._batches += 1
-        if self._batches % every == 0:
-            self.conn.commit()
 
     def commit(self) -> None:
         """Commit what `batch` left open, so other connections (the ledger readers) see it."""
         if self.conn.in_transaction():
-            self.conn.commit()
+            try:
+                self.conn.commit()
+            except OperationalError as exc:
+                raise _translate(exc) from exc
 
     @contextmanager
     def transaction(self, *, final: bool = False) -> Iterator[Connection]:
         """A transaction; `final=True` for the one that moves the head: it commits only once
         it is on disk, with every earlier one."""
-        if self.conn.in_transaction():
-            # Reads (claims_of, owners) and `batch` leave a transaction open: end it.
-            self.conn.commit()
+        # Reads (claims_of, owners) and `batch` leave a transaction open: end it.
+        self.commit()
         if final:
-            self._set_durable(True)
+            self._set_synchronous("FULL")
         try:
             with self.conn.begin():
                 yield self.conn
@@ -234,4 +247,8 @@ class Staging:
 @contextmanager
 def staging(ledger: Ledger) -> Iterator[Staging]:
     with ledger.engine.connect() as conn:
-        yield Staging(conn)
+        stage = Staging(conn)
+        try:
+            yield stage
+        finally:
+            stage.close()

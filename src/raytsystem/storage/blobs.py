@@ -144,8 +144,14 @@ class DiskBlobStore:
         """A folder for `stage`, removed afterwards, whatever happens. The caller holds the
         workspace writer lock: what an earlier, killed run left there is removed first."""
         area = self.root / STAGING
-        shutil.rmtree(area, ignore_errors=True)
+        if area.exists():
+            # A killed run may have linked blobs without reaching its second sync: make their
+            # names durable before anything can find them there and point a row at them.
+            _sync_dirs(self._shard_dirs(), self.root)
+            shutil.rmtree(area, ignore_errors=True)
         area.mkdir(parents=True)
+        # Workspaces made before this folder existed do not git-ignore it.
+        (area / ".gitignore").write_text("*\n", encoding="utf-8")
         try:
             yield str(area)
         finally:
@@ -190,7 +196,7 @@ class DiskBlobStore:
             with contextlib.suppress(FileExistsError):  # the same bytes staged twice
                 os.link(tmp, final)
             os.unlink(tmp)
-        _sync_dirs(sorted(shards), self.root)
+        _sync_dirs([self._base, *sorted(shards)], self.root)  # the base: new shard folders
 
     def get(self, address: str) -> bytes:
         path = self.path(address)
@@ -223,6 +229,9 @@ class DiskBlobStore:
                 return hasher.hexdigest()
         except FileNotFoundError:
             raise BlobMissing(address) from None
+
+    def _shard_dirs(self) -> list[Path]:
+        return [self._base, *(self._base / name for name in self.shards())]
 
     def shards(self) -> list[str]:
         if not self._base.is_dir():
