@@ -125,7 +125,7 @@ def process_file(task: FileTask) -> FileResult:
         return _skip(path, exc.code, exc.message)
 
     store = DiskBlobStore(Path(task.raw_root))
-    _, raw_tmp = store.stage(data, task.staging_dir)
+    _, raw_tmp = store.stage(data, task.staging_dir, blob)
     source_id = source_id_for(path)
     revision_id = revision_id_for(source_id, blob)
     normalization_id = normalization_id_for(revision_id, adapter)

@@ -20,15 +20,12 @@ a batch of results and one digest per source, whatever the size of the workspace
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
 import json
 import multiprocessing
 import os
 import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -67,6 +64,7 @@ from ..storage.models import (
     table,
 )
 from ..storage.statcache import StatCache
+from ..syscalls import die_with_parent
 from ..workspace import Candidate, Refusal, Workspace
 from . import state
 from .files import (
@@ -85,8 +83,6 @@ from .staging import Staging, staging
 PARALLEL_THRESHOLD = 64
 BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
-COMMIT_EVERY = 10  # batches per ledger transaction
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread exits
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
@@ -183,8 +179,13 @@ def _results(
     submitted: queue.SimpleQueue[Future[list[FileResult]] | BaseException | None]
     submitted = queue.SimpleQueue()
     stop = threading.Event()
+    # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
+    # and wait for work forever: each one dies with the ingest.
     pool = ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
     )
     # The first submit forks every worker: from this thread, before the feeder exists (a fork
     # copies only the forking thread, and the workers die with the thread that forked them).
@@ -227,27 +228,6 @@ def _results(
         stop.set()
         feeder.join()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _worker_start() -> None:
-    """In each worker: die with the ingest. A worker outliving a killed parent would hold the
-    writer lock (its flock is inherited) and wait forever for work."""
-    parent = os.getppid()
-    prctl = _prctl()
-    if prctl is not None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
-@functools.cache
-def _prctl() -> Callable[[int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-    except OSError:  # pragma: no cover - no C library to load
-        return None
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
@@ -374,7 +354,7 @@ class _Run:
         self.blobs.publish(staged for r in new for staged in r.staged)
         rows: dict[str, list[IndexRow]] = {}
         digests: dict[str, str] = {}
-        with self.stage.batch(COMMIT_EVERY) as conn:
+        with self.stage.batch() as conn:
             _write_objects(conn, new, self.started_at, (), ())
             for r in new:
                 sid = source_id_for(r.path)

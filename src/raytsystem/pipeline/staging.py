@@ -23,6 +23,8 @@ from ..model.generation import ClaimState, SourceState
 from ..storage.db import Ledger, _translate, insert_rows
 from .state import chunks
 
+COMMIT_EVERY = 10  # `batch` calls per ledger transaction
+
 _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_claims (claim_id VARCHAR(36) NOT NULL, "
     "source_id VARCHAR(36) NOT NULL, status VARCHAR(16) NOT NULL, claim_hash VARCHAR(64) NOT NULL, "
@@ -71,8 +73,7 @@ class Staging:
 
     def _set_synchronous(self, level: str) -> None:
         if self._wal:
-            if self.conn.in_transaction():
-                self.conn.commit()
+            self.commit()  # the pragma cannot change inside a transaction
             self.conn.exec_driver_sql(f"PRAGMA synchronous={level}")
             self.conn.commit()
 
@@ -82,11 +83,11 @@ class Staging:
             self._set_synchronous("FULL")
 
     @contextmanager
-    def batch(self, every: int) -> Iterator[Connection]:
+    def batch(self) -> Iterator[Connection]:
         """Writes that share one transaction with the batches around them, committed every
-        `every` batches (and by the next `transaction()`): a batch's rows land on pages all
-        over every index (their keys are hashes), so each commit rewrites most of the index
-        pages; fewer commits write them fewer times."""
+        COMMIT_EVERY batches (and by `commit()` or the next `transaction()`): a batch's rows
+        land on pages all over every index (their keys are hashes), so each commit rewrites
+        most of the index pages; fewer commits write them fewer times."""
         if not self.conn.in_transaction():
             self.conn.begin()
             if self.conn.dialect.name == "postgresql":
@@ -94,7 +95,7 @@ class Staging:
         try:
             yield self.conn
             self._batches += 1
-            if self._batches % every == 0:
+            if self._batches % COMMIT_EVERY == 0:
                 self.conn.commit()
         except OperationalError as exc:
             self.conn.rollback()

@@ -22,20 +22,18 @@ suite against both).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
 import re
 import secrets
 import shutil
-import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol
 
 import blake3
 
 from ..errors import BlobMissing, ChecksumMismatch, UsageError
+from ..syscalls import syncfs
 
 ALGORITHM: Final = "blake3"
 _ADDRESS_RE: Final = re.compile(r"[0-9a-f]{64}")
@@ -134,7 +132,7 @@ class DiskBlobStore:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _fsync_dir(directory)
+        _fsync(directory)
         return address
 
     # --- many blobs at once: stage (workers), then publish (the ingest parent) ----------------
@@ -147,7 +145,7 @@ class DiskBlobStore:
         if area.exists():
             # A killed run may have linked blobs without reaching its second sync: make their
             # names durable before anything can find them there and point a row at them.
-            _sync_dirs(self._shard_dirs(), self.root)
+            _sync(self._shard_dirs(), self.root)
             shutil.rmtree(area, ignore_errors=True)
         area.mkdir(parents=True)
         # Workspaces made before this folder existed do not git-ignore it.
@@ -157,13 +155,17 @@ class DiskBlobStore:
         finally:
             shutil.rmtree(area, ignore_errors=True)
 
-    def stage(self, data: bytes, staging_dir: str) -> tuple[str, str | None]:
+    def stage(
+        self, data: bytes, staging_dir: str, address: str | None = None
+    ) -> tuple[str, str | None]:
         """(address, temp file) for `data`, written unsynced under a name of its own in
-        `staging_dir`; the temp file is None when the blob is already in the store.
+        `staging_dir`; the temp file is None when the blob is already in the store. `address`
+        is `address_of(data)` when the caller has just computed it (a large file is not
+        hashed twice).
 
         Nothing is visible at the address until `publish`, so a crash can never leave a
         published blob whose bytes did not reach the disk."""
-        address = address_of(data)
+        address = address or address_of(data)
         if os.path.exists(self.path(address)):
             return address, None
         tmp = f"{staging_dir}/{address}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -184,19 +186,17 @@ class DiskBlobStore:
         pending = sorted(set(staged))
         if not pending:
             return
-        _sync_files([tmp for _, tmp in pending], self.root)
-        shards: set[Path] = set()
-        for address, tmp in pending:
-            final = self.path(address)
-            if final.parent not in shards:
-                if final.parent not in self._made:
-                    final.parent.mkdir(parents=True, exist_ok=True)
-                    self._made.add(final.parent)
-                shards.add(final.parent)
+        _sync([tmp for _, tmp in pending], self.root)
+        finals = [self.path(address) for address, _ in pending]
+        for final, (_, tmp) in zip(finals, pending, strict=True):
+            if final.parent not in self._made:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                self._made.add(final.parent)
             with contextlib.suppress(FileExistsError):  # the same bytes staged twice
                 os.link(tmp, final)
             os.unlink(tmp)
-        _sync_dirs([self._base, *sorted(shards)], self.root)  # the base: new shard folders
+        # The names: the shard folders, and the base for shard folders made just now.
+        _sync([self._base, *sorted({f.parent for f in finals})], self.root)
 
     def get(self, address: str) -> bytes:
         path = self.path(address)
@@ -289,51 +289,18 @@ class DiskBlobStore:
         return strays
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def _fsync(path: Path | str) -> None:
+    """fsync a file or a directory."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def _syncfs(path: Path) -> bool:
-    """Flush every file and directory of the filesystem holding `path` and wait for it
-    (Linux `syncfs(2)`, which reports write-back errors since 5.8). False where there is none."""
-    call = _syncfs_call()
-    if call is None:
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if call(fd) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"syncfs failed: {os.strerror(errno)}", str(path))
-    finally:
-        os.close(fd)
-    return True
-
-
-@functools.cache
-def _syncfs_call() -> Callable[[int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-    except OSError:  # pragma: no cover - no C library to load
-        return None
-
-
-def _sync_files(paths: list[str], root: Path) -> None:
-    if not _syncfs(root):
+def _sync(paths: Iterable[Path | str], root: Path) -> None:
+    """Make these files or folders durable: one `syncfs` of the filesystem holding `root`
+    where there is one, else one fsync each."""
+    if not syncfs(root):
         for path in paths:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-def _sync_dirs(directories: list[Path], root: Path) -> None:
-    if not _syncfs(root):
-        for directory in directories:
-            _fsync_dir(directory)
+            _fsync(path)
