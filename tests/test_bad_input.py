@@ -100,11 +100,13 @@ def text_of(result: FileResult) -> str:
 
 def segments(result: FileResult) -> list[tuple[str, str, int, int]]:
     text = text_of(result)
-    return [(s.kind, text[s.start : s.end], s.line_start, s.line_end) for s in result.segments]
+    return [
+        (s.kind, text[s.start : s.end], s.line_start, s.line_end) for s in result.segment_rows()
+    ]
 
 
 def statements(result: FileResult) -> list[str]:
-    return [c.statement for c, _ in result.claims]
+    return [c.statement for c, _ in result.claim_pairs()]
 
 
 def assert_normalized(result: FileResult) -> None:
@@ -159,7 +161,8 @@ def test_enormous_single_line_is_one_segment_with_every_sentence_claimed(tmp_pat
     assert [(k, a, b) for k, _t, a, b in segments(result)] == [("paragraph", 1, 1)]
     assert len(result.claims) == count
     text = text_of(result)
-    for claim, evidence in (result.claims[0], result.claims[count // 2], result.claims[-1]):
+    pairs = result.claim_pairs()
+    for claim, evidence in (pairs[0], pairs[count // 2], pairs[-1]):
         assert text[evidence.start : evidence.end] == claim.statement
     last = count - 1
     assert statements(result)[-1] == f"Sentence number {last} talks about item {last * 7}."
@@ -289,8 +292,8 @@ def test_file_exactly_at_the_size_limit_is_ingested(tmp_path: Path) -> None:
     result = run(tmp_path, "docs/edge.md", data, max_bytes=len(data))
     assert_normalized(result)
     assert statements(result) == ["Exactly at the limit."] * 10
-    assert [c.occurrence for c, _ in result.claims] == list(range(10))
-    assert len({c.id for c, _ in result.claims}) == 10
+    assert [c.occurrence for c, _ in result.claim_pairs()] == list(range(10))
+    assert len({c.id for c, _ in result.claim_pairs()}) == 10
 
 
 @pytest.mark.parametrize(

@@ -398,3 +398,78 @@ def test_property_different_paths_give_different_source_ids(a: str, b: str) -> N
 def test_property_every_made_id_parses(path: str) -> None:
     object_id = make_id("source", path=path)
     assert parse_id(object_id) == ("source", object_id)
+
+
+# --- Shape: the precompiled encoder IDs and claim hashes go through -----------------------------
+
+_shape_values = (
+    st.text()
+    | st.integers()
+    | st.none()
+    | st.booleans()
+    | st.lists(st.text(), max_size=4)
+    | st.tuples(st.text(), st.text())
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2)
+)
+_shape_keys = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_ABC", min_size=1, max_size=8),
+    min_size=1,
+    max_size=7,
+    unique=True,
+)
+
+
+@given(
+    _shape_keys.flatmap(
+        lambda keys: st.tuples(
+            st.just(keys), st.lists(_shape_values, min_size=len(keys), max_size=len(keys))
+        )
+    )
+)
+def test_property_a_shape_encodes_the_bytes_of_canonical_json(
+    case: tuple[list[str], list[Any]],
+) -> None:
+    """Whatever the values (NFD text, bools next to ints, nested dicts that take the general
+    path), a shape's encoding is canonical_json's, byte for byte."""
+    from raytsystem.canonical import Shape
+
+    keys, values = case
+    record = dict(zip(keys, values, strict=True))
+    assert Shape(reversed(keys)).encode(record) == canonical_json(record)
+
+
+def test_a_shape_refuses_a_record_with_other_keys() -> None:
+    from raytsystem.canonical import Shape
+
+    shape = Shape(("a", "b"))
+    with pytest.raises(KeyError):
+        shape.encode({"a": 1, "b": 2, "c": 3})
+    with pytest.raises(KeyError):
+        shape.encode({"a": 1, "c": 3})
+    with pytest.raises(ValueError):
+        Shape(("a", 'quo"te'))
+
+
+@given(st.text(), st.text(), st.sampled_from(["confirmed", "disputed"]), st.lists(st.text()))
+def test_property_claim_hash_is_the_reference_object_hash(
+    statement: str, claim: str, status: str, evidence: list[str]
+) -> None:
+    from raytsystem.model.objects import claim_hash
+
+    content = {
+        "id": claim,
+        "statement": statement,
+        "authority": "manual",
+        "status": status,
+        "evidence": sorted(evidence),
+    }
+    reference = json.dumps(
+        _nfc({"kind": "claim", **content}),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    expected = blake3.blake3(reference.encode("utf-8")).hexdigest()
+    assert claim_hash(claim, statement, "manual", status, evidence) == expected
+    assert object_hash("claim", content) == expected

@@ -100,7 +100,7 @@ def check_file(data: bytes, result: FileResult, raw_root: Path) -> None:
     assert result.normalization["segment_count"] == len(result.segments)
     assert result.normalization["text_length"] == len(text)
 
-    rows = result.segments
+    rows = result.segment_rows()
     assert [r.ordinal for r in rows] == list(range(len(rows)))
     # The rows are exactly the adapter's drafts (the drafts are what the adapter contract is about).
     drafts = adapter_for(media_type_for(result.path)).run(decode(data))
@@ -137,7 +137,7 @@ def check_file(data: bytes, result: FileResult, raw_root: Path) -> None:
     assert len(by_id) == len(rows), "segment IDs must be unique within a normalization"
     spans: dict[str, list[tuple[int, int]]] = {r.id: [] for r in rows}
     claim_ids = set()
-    for claim, evidence in result.claims:
+    for claim, evidence in result.claim_pairs():
         assert claim.id not in claim_ids, "one evidence per extracted claim"
         claim_ids.add(claim.id)
         assert evidence.claim_id == claim.id
@@ -202,9 +202,9 @@ def check_bytes(data: bytes, rel: str = "docs/page.md") -> FileResult:
 
 def identities(result: FileResult) -> tuple[list[str], list[str], list[str]]:
     return (
-        [s.id for s in result.segments],
-        [c.id for c, _ in result.claims],
-        [e.id for _, e in result.claims],
+        [s.id for s in result.segment_rows()],
+        [c.id for c, _ in result.claim_pairs()],
+        [e.id for _, e in result.claim_pairs()],
     )
 
 
@@ -229,7 +229,7 @@ SAMPLE = (
 
 def test_sample_document_keeps_every_invariant() -> None:
     result = check_bytes(SAMPLE.encode())
-    kinds = {s.kind for s in result.segments}
+    kinds = {s.kind for s in result.segment_rows()}
     assert {"front_matter", "heading", "paragraph", "list_item", "quote", "table_header"} <= kinds
     assert {"table_row", "code", "footnote"} <= kinds
     assert len(result.claims) >= 15
@@ -239,10 +239,12 @@ def test_sample_document_keeps_every_invariant() -> None:
 def test_crlf_and_cr_files_have_the_same_text_and_lines_as_lf(ending: str) -> None:
     lf = check_bytes(SAMPLE.encode())
     other = check_bytes(SAMPLE.replace("\n", ending).encode())
-    assert [(s.start, s.end, s.line_start, s.line_end, s.sha256) for s in other.segments] == [
-        (s.start, s.end, s.line_start, s.line_end, s.sha256) for s in lf.segments
+    assert [(s.start, s.end, s.line_start, s.line_end, s.sha256) for s in other.segment_rows()] == [
+        (s.start, s.end, s.line_start, s.line_end, s.sha256) for s in lf.segment_rows()
     ]
-    assert [c.statement for c, _ in other.claims] == [c.statement for c, _ in lf.claims]
+    assert [c.statement for c, _ in other.claim_pairs()] == [
+        c.statement for c, _ in lf.claim_pairs()
+    ]
 
 
 def test_same_bytes_give_identical_segment_claim_and_evidence_ids() -> None:
@@ -262,7 +264,7 @@ def test_another_path_gives_other_claim_ids_but_the_same_excerpts() -> None:
         second = process_bytes(root, "docs/b.md", data)
     assert first.blob == second.blob
     assert not set(identities(first)[1]) & set(identities(second)[1])
-    assert [e.sha256 for _, e in first.claims] == [e.sha256 for _, e in second.claims]
+    assert [e.sha256 for _, e in first.claim_pairs()] == [e.sha256 for _, e in second.claim_pairs()]
 
 
 def test_another_adapter_version_or_config_gives_another_normalization_id() -> None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import blake3
 
-__all__ = ["blake3_hex", "canonical_json", "digest", "sha256_hex"]
+__all__ = ["Shape", "blake3_hex", "canonical_json", "digest", "sha256_hex"]
 
 
 def _nfc(text: str) -> str:
@@ -129,6 +129,54 @@ def _flat_ok(v: Any) -> bool:
                 return False
         return True
     return t in _SCALARS
+
+
+_encode_str: Final = json.encoder.encode_basestring  # what the encoder above escapes with
+
+
+class Shape:
+    """`canonical_json` of dicts with one fixed set of keys, several times faster.
+
+    IDs and claim hashes are digests of small dicts whose keys never change (an identity's
+    fields): their order and their `"key":` text are worked out once, and each value is
+    written with the encoder's own string escaping. The bytes are the same as
+    `canonical_json`'s (a property test compares the two); a value outside the common case (a
+    string not in NFC, a float, a nested dict) goes through `canonical_json` itself.
+    """
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        order = sorted(keys)  # code point order, as the encoder's sort_keys gives
+        if not order or any(not k.isascii() or _encode_str(k) != f'"{k}"' for k in order):
+            raise ValueError("a shape's keys are plain ASCII names")
+        self.keys = frozenset(order)
+        self._fields = tuple((("{" if i == 0 else ",") + f'"{k}":', k) for i, k in enumerate(order))
+
+    def encode(self, record: dict[str, Any]) -> bytes:
+        """canonical_json(record), for a record with exactly this shape's keys."""
+        if len(record) != len(self._fields):  # with every key looked up below: the same keys
+            raise KeyError(f"expected the keys {sorted(self.keys)}, got {sorted(record)}")
+        parts: list[str] = []
+        for prefix, key in self._fields:
+            value = record[key]
+            t = type(value)
+            if t is str:
+                if not (value.isascii() or _is_nfc("NFC", value)):
+                    return canonical_json(record)
+                text = _encode_str(value)
+            elif t is int:
+                text = int.__repr__(value)
+            elif value is None:
+                text = "null"
+            elif (t is list or t is tuple) and all(
+                type(x) is str and (x.isascii() or _is_nfc("NFC", x)) for x in value
+            ):
+                text = "[" + ",".join(map(_encode_str, value)) + "]"
+            else:
+                return canonical_json(record)
+            parts.append(prefix)
+            parts.append(text)
+        parts.append("}")
+        return "".join(parts).encode("utf-8")
 
 
 def blake3_hex(data: bytes) -> str:

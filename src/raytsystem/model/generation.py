@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..ids import object_hash
-from .objects import tuple_reduce
 
 
 class ClaimState(NamedTuple):
@@ -27,9 +26,6 @@ class ClaimState(NamedTuple):
     status: str
     claim_hash: str
     evidence_ids: tuple[str, ...]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return tuple_reduce(self)
 
 
 @dataclass(frozen=True)

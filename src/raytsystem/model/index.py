@@ -20,6 +20,7 @@ sources' rows, so its cost follows the change; `build` without a parent writes e
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -34,9 +35,8 @@ import blake3
 
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
-from .objects import tuple_reduce
 
-FORMAT: Final = "5"
+FORMAT: Final = "6"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 SCHEMA: Final = f"""
@@ -82,21 +82,23 @@ class IndexRow(NamedTuple):
     heading_terms: str
     path_terms: str
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return tuple_reduce(self)
 
-    def key(self) -> tuple[str, ...]:
-        """What the rows digest covers: everything but the source ID (covered by its key)."""
-        return (self.kind, self.object_id, self.object_hash, *self[4:])
+_SEP: Final = "\x00"  # never in a row: decoded text refuses NUL, terms and IDs cannot hold it
 
 
-def source_rows_digest(rows: Iterable[IndexRow]) -> str:
-    """BLAKE3 of a source's rows, sorted, as exact JSON (an integrity digest, not an ID:
-    the texts are hashed as they are, not NFC-normalized)."""
-    encoded = json.dumps(
-        sorted(row.key() for row in rows), ensure_ascii=False, separators=(",", ":")
-    )
-    return blake3.blake3(encoded.encode("utf-8")).hexdigest()
+def source_rows_digest(rows: Iterable[tuple[Any, ...]]) -> str:
+    """BLAKE3 of a source's rows, sorted, every field joined by NUL (an integrity digest, not
+    an ID: the texts are hashed as they are, not NFC-normalized).
+
+    Rows have a fixed number of fields and no field holds a NUL, so the joined form is
+    unambiguous; a row that did hold one is hashed as exact JSON instead. (Format 5 hashed
+    exact JSON always, at four times the cost: it runs for every file an ingest takes.)
+    """
+    ordered = sorted(rows)
+    joined = _SEP.join(itertools.chain.from_iterable(ordered))
+    if ordered and joined.count(_SEP) != len(ordered) * len(IndexRow._fields) - 1:
+        joined = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+    return blake3.blake3(joined.encode("utf-8")).hexdigest()
 
 
 def rows_digest(source_digests: Mapping[str, str]) -> str:
@@ -263,7 +265,8 @@ _ROWS = """
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 
 
-def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
+def _insert(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Rows with the fields of `IndexRow`, as IndexRows or plain tuples (from workers)."""
     rows = list(rows)
     if not rows:
         return
@@ -272,33 +275,18 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[IndexRow]) -> None:
     conn.executemany(
         "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
         "heading_path, segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (
-                n,
-                r.kind,
-                r.object_id,
-                r.object_hash,
-                r.source_id,
-                r.source_path,
-                r.heading_path,
-                r.segment_kind,
-                r.authority,
-                r.status,
-                r.text,
-            )
-            for n, r in numbered
-        ],
+        [(n, *r[:10]) for n, r in numbered],
     )
     for kind, table in FTS_TABLES.items():
         conn.executemany(
             f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
-            [(n, r.terms, r.heading_terms, r.path_terms) for n, r in numbered if r.kind == kind],
+            [(n, *r[10:]) for n, r in numbered if r[0] == kind],
         )
     blocks: dict[str, list[int]] = {}  # source ID -> [its source row, lowest, highest rowid]
     for n, r in numbered:
-        block = blocks.setdefault(r.source_id, [0, n, n])
+        block = blocks.setdefault(r[3], [0, n, n])
         block[2] = n
-        if r.kind == "source":
+        if r[0] == "source":
             block[0] = n
     conn.executemany(
         "INSERT INTO blocks (source_rowid, low, high) VALUES (?,?,?)",
@@ -414,7 +402,7 @@ class IndexWriter:
 
     def replace(
         self,
-        rows_by_source: Mapping[str, Sequence[IndexRow]],
+        rows_by_source: Mapping[str, Sequence[tuple[Any, ...]]],
         digests: Mapping[str, str] | None = None,
     ) -> None:
         """Put these sources' rows in place of whatever rows they had. `digests` may give
@@ -488,7 +476,7 @@ def build(
     *,
     generation_hash: str,
     generation_number: int,
-    changed: Mapping[str, Sequence[IndexRow]],
+    changed: Mapping[str, Sequence[tuple[Any, ...]]],
 ) -> str:
     """Write a whole index from these rows in one go (see IndexWriter); returns its rows digest."""
     writer = IndexWriter(path.parent)

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from ..canonical import Shape
 from ..ids import make_id, object_hash
-
-
-def tuple_reduce(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Pickle a NamedTuple as `tuple.__new__(cls, values)`: workers send hundreds of rows per
-    file, and the default (a call to the class's generated `__new__`) unpickles ten times slower."""
-    return (tuple.__new__, (type(row), tuple(row)))
 
 
 class SegmentRow(NamedTuple):
@@ -33,9 +28,6 @@ class SegmentRow(NamedTuple):
     line_end: int
     sha256: str
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return tuple_reduce(self)
-
 
 class ClaimRow(NamedTuple):
     id: str
@@ -43,9 +35,6 @@ class ClaimRow(NamedTuple):
     authority: str
     statement: str
     occurrence: int
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return tuple_reduce(self)
 
 
 class EvidenceRow(NamedTuple):
@@ -56,9 +45,6 @@ class EvidenceRow(NamedTuple):
     end: int
     sha256: str
     role: str
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return tuple_reduce(self)
 
 
 def segment_id(normalization_id: str, ordinal: int, start: int, end: int, sha256: str) -> str:
@@ -84,6 +70,9 @@ def claim_id(source_id: str, authority: str, statement: str, occurrence: int) ->
     )
 
 
+_CLAIM_HASH = Shape(("kind", "id", "statement", "authority", "status", "evidence"))
+
+
 def claim_hash(
     claim: str, statement: str, authority: str, status: str, evidence_ids: Sequence[str]
 ) -> str:
@@ -97,6 +86,7 @@ def claim_hash(
             "status": status,
             "evidence": sorted(evidence_ids),
         },
+        _CLAIM_HASH,
     )
 
 

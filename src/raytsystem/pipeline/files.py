@@ -19,7 +19,7 @@ from ..ids import make_id
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
 from ..model.generation import ClaimState, source_digest
-from ..model.index import IndexRow, source_rows_digest
+from ..model.index import source_rows_digest
 from ..model.notes import parse_note
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
@@ -70,8 +70,19 @@ class FileTask:
     active_adapter: str | None
 
 
+Row = tuple[Any, ...]  # a row in its table's column order, as a plain tuple
+
+
 @dataclass
 class FileResult:
+    """What a worker found in one file.
+
+    Rows are plain tuples in their tables' column order (the fields of `SegmentRow`,
+    `ClaimRow`, `EvidenceRow`, `ClaimState`, `IndexRow`): the parent inserts them as they are,
+    and a plain tuple crosses the process boundary in C, where a NamedTuple costs a Python
+    call to pickle and another to unpickle (ten times the cost, for hundreds of rows a file).
+    """
+
     path: str
     outcome: str  # "unchanged" | "new" | "skipped" | "unreadable"
     finding: Finding | None = None
@@ -82,17 +93,29 @@ class FileResult:
     # (address, temp file) of each new blob, published by the parent before any row points to it
     staged: list[tuple[str, str]] = field(default_factory=list)
     normalization: dict[str, object] = field(default_factory=dict)
-    segments: list[SegmentRow] = field(default_factory=list)
-    claims: list[tuple[ClaimRow, EvidenceRow]] = field(default_factory=list)
+    segments: list[Row] = field(default_factory=list)
+    claims: list[Row] = field(default_factory=list)
+    evidence: list[Row] = field(default_factory=list)  # claims[i]'s statement is evidence[i]
     # What the parent would otherwise compute, made here in the worker: each claim's state
     # as `confirmed` with its one evidence (its state unless a directive changes it), the
     # source's digest with those states, its index rows and their digest.
-    claim_states: list[ClaimState] = field(default_factory=list)
+    claim_states: list[Row] = field(default_factory=list)
     source_digest: str = ""
-    index_rows: list[IndexRow] = field(default_factory=list)
+    index_rows: list[Row] = field(default_factory=list)
     index_digest: str = ""
     note_meta: dict[str, Any] | None = None  # a manual note's parsed meta (model/notes.py)
     findings: list[Finding] = field(default_factory=list)
+
+    def segment_rows(self) -> list[SegmentRow]:
+        """The segments with their fields named (for readers; the writer takes the tuples)."""
+        return [SegmentRow._make(r) for r in self.segments]
+
+    def claim_pairs(self) -> list[tuple[ClaimRow, EvidenceRow]]:
+        """Each claim with its statement's evidence, fields named."""
+        return [
+            (ClaimRow._make(c), EvidenceRow._make(e))
+            for c, e in zip(self.claims, self.evidence, strict=True)
+        ]
 
 
 def process_file(task: FileTask) -> FileResult:
@@ -180,7 +203,7 @@ def process_file(task: FileTask) -> FileResult:
             {"findings": [f.to_json() for f in normalized.findings]}
         ).decode("utf-8")
     result.normalization = row
-    result.segments = segments
+    result.segments = list(map(tuple, segments))
     result.findings.extend(
         Finding(f.code, f"{path}:{f.subject}", f.message, f.severity) for f in normalized.findings
     )
@@ -188,14 +211,17 @@ def process_file(task: FileTask) -> FileResult:
         # A note is parsed here (a pure function of its bytes); its citations and statuses are
         # resolved by the parent, which sees the whole generation (pipeline/manual.py).
         claims, evidence, meta = parse_note(path, source_id, normalized, segments)
-        result.claims = list(zip(claims, evidence, strict=True))
+        result.claims = list(map(tuple, claims))
+        result.evidence = list(map(tuple, evidence))
         if normalized.findings:
             meta["findings"] = [f.to_json() for f in normalized.findings]
         row["meta"] = canonical_json(meta).decode("utf-8")
         result.note_meta = meta
     else:
-        result.claims = extract_claims(source_id, normalized, segments)
-        states = result.claim_states = [
+        pairs = extract_claims(source_id, normalized, segments)
+        result.claims = [tuple(c) for c, _ in pairs]
+        result.evidence = [tuple(e) for _, e in pairs]
+        states = [
             ClaimState(
                 c.id,
                 source_id,
@@ -203,13 +229,14 @@ def process_file(task: FileTask) -> FileResult:
                 claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]),
                 (e.id,),
             )
-            for c, e in result.claims
+            for c, e in pairs
         ]
+        result.claim_states = list(map(tuple, states))
         result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
         # The parent replaces the index rows if a directive changes a claim's status.
         headings = {seg.id: seg.heading_path for seg in segments}
-        facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in result.claims}
-        result.index_rows = memory_rows(
+        facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in pairs}
+        index_rows = memory_rows(
             source_id,
             path,
             normalization_id,
@@ -219,7 +246,8 @@ def process_file(task: FileTask) -> FileResult:
             facts.__getitem__,
             Analyzer(),
         )
-        result.index_digest = source_rows_digest(result.index_rows)
+        result.index_digest = source_rows_digest(index_rows)
+        result.index_rows = list(map(tuple, index_rows))
     return result
 
 

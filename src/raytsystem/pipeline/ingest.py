@@ -28,11 +28,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, insert, update
@@ -45,8 +44,7 @@ from ..model.generation import (
     generation_hash,
     manifest_digest,
 )
-from ..model.index import IndexRow
-from ..model.objects import ClaimRow, EvidenceRow, SegmentRow
+from ..model.objects import ClaimRow, EvidenceRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, insert_rows
@@ -241,59 +239,6 @@ def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult
         yield batch
 
 
-class _IndexThread:
-    """The new index file, written on a thread of its own.
-
-    SQLite releases the GIL while it tokenizes and inserts, so a batch's index rows go in while
-    the main thread writes the same batch's ledger rows. `replace` returns at once (after the
-    previous call has finished, so at most one batch waits); every other call waits for all
-    before it, so an error in an earlier `replace` surfaces before the generation is committed.
-    The writer and its connection are made and used on the thread only.
-    """
-
-    def __init__(self, open_index: Callable[[], index_file.IndexWriter]) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raytsystem-index")
-        self._writer: Future[index_file.IndexWriter] = self._pool.submit(open_index)
-        self._pending: Future[Any] | None = None
-
-    def _call(self, call: Callable[[index_file.IndexWriter], Any]) -> Future[Any]:
-        self.wait()
-        writer = self._writer.result()
-        return self._pool.submit(call, writer)
-
-    def wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def replace(
-        self,
-        rows_by_source: Mapping[str, Sequence[IndexRow]],
-        digests: Mapping[str, str] | None = None,
-    ) -> None:
-        self._pending = self._call(lambda w: w.replace(rows_by_source, digests))
-
-    def delete(self, source_ids: Iterable[str]) -> None:
-        ids = list(source_ids)
-        self._call(lambda w: w.delete(ids)).result()
-
-    def finish(self, path: Path, generation_hash: str, number: int) -> str:
-        return str(self._call(lambda w: w.finish(path, generation_hash, number)).result())
-
-    @property
-    def built_from(self) -> str:
-        return self._writer.result().built_from
-
-    def abandon(self) -> None:
-        with contextlib.suppress(Exception):
-            self.wait()  # the error it raises is already being handled by whoever abandons
-        with contextlib.suppress(Exception):
-            self._pool.submit(self._writer.result().abandon).result()
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
-
 @dataclass
 class _Run:
     """What one ingest keeps between batches: small, whatever the workspace's size."""
@@ -307,26 +252,24 @@ class _Run:
     report: IngestReport
     started_at: str
     # Opened on first use: a run that changes nothing never copies the parent's index.
+    # Written on this thread: the workers keep both cores busy, and a writer thread of its
+    # own only made the two SQLite connections contend (ADR 0014).
     open_index: Callable[[], index_file.IndexWriter]
     # Per changed source: its state, without claims (those are staged) except for notes.
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
-    _index: _IndexThread | None = None
+    _index: index_file.IndexWriter | None = None
 
     @property
-    def index(self) -> _IndexThread:
+    def index(self) -> index_file.IndexWriter:
         if self._index is None:
-            self._index = _IndexThread(self.open_index)
+            self._index = self.open_index()
         return self._index
 
     def abandon_index(self) -> None:
         if self._index is not None:
             self._index.abandon()
-
-    def close_index(self) -> None:
-        if self._index is not None:
-            self._index.close()
 
     @property
     def index_built_from(self) -> str | None:
@@ -352,7 +295,7 @@ class _Run:
         # any row that points to them is committed.
         faults.point("ingest.before_publish")
         self.blobs.publish(staged for r in new for staged in r.staged)
-        rows: dict[str, list[IndexRow]] = {}
+        rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
         with self.stage.batch() as conn:
             _write_objects(conn, new, self.started_at, (), ())
@@ -507,8 +450,6 @@ def ingest(
         except BaseException:
             run.abandon_index()
             raise
-        finally:
-            run.close_index()
 
         if report.created and generation is not None:
             report.index_built_from = run.index_built_from
@@ -742,13 +683,13 @@ def _write_objects(
     extra_evidence: Sequence[EvidenceRow],
 ) -> None:
     """The immutable rows of these results; segments, claims and evidence are already tuples
-    in their tables' column order (`model/objects.py`)."""
+    in their tables' column order (`FileResult`)."""
     sources: list[tuple[Any, ...]] = []
     revisions: list[tuple[Any, ...]] = []
     normalizations: list[tuple[Any, ...]] = []
-    segments: list[SegmentRow] = []
-    claims: list[ClaimRow] = list(extra_claims)
-    evidence: list[EvidenceRow] = list(extra_evidence)
+    segments: list[tuple[Any, ...]] = []
+    claims: list[tuple[Any, ...]] = list(extra_claims)
+    evidence: list[tuple[Any, ...]] = list(extra_evidence)
     for r in results:
         sid = source_id_for(r.path)
         sources.append(_row(Source, id=sid, path=r.path, first_seen_at=seen_at))
@@ -765,9 +706,8 @@ def _write_objects(
         )
         normalizations.append(_row(Normalization, **r.normalization))
         segments.extend(r.segments)
-        for claim, ev in r.claims:
-            claims.append(claim)
-            evidence.append(ev)
+        claims.extend(r.claims)
+        evidence.extend(r.evidence)
     _insert_ignore(conn, Source.__table__, sources)
     _insert_ignore(conn, Revision.__table__, revisions)
     _insert_ignore(conn, Normalization.__table__, normalizations)

@@ -14,6 +14,7 @@ import contextlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -126,8 +127,9 @@ class Staging:
         except OperationalError as exc:
             raise _translate(exc) from exc
 
-    def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
-        """Replace the staged claims of one source (within the caller's transaction)."""
+    def put_claims(self, source_id: str, claims: Sequence[tuple[Any, ...]]) -> None:
+        """Replace the staged claims of one source (within the caller's transaction); each a
+        `ClaimState` or the same fields as a plain tuple."""
         if source_id in self._staged:
             self._lookups()
             self.conn.execute(
@@ -139,14 +141,8 @@ class Staging:
             "pending_claims",
             ("claim_id", "source_id", "status", "claim_hash", "evidence_ids"),
             [
-                (
-                    c.claim_id,
-                    c.source_id,
-                    c.status,
-                    c.claim_hash,
-                    canonical_json(sorted(c.evidence_ids)).decode("utf-8"),
-                )
-                for c in claims
+                (claim_id, sid, status, digest, canonical_json(sorted(evidence)).decode("utf-8"))
+                for claim_id, sid, status, digest, evidence in claims
             ],
         )
 

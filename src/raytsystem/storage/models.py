@@ -12,6 +12,9 @@ writes rows in proportion to what changed, not to the size of the corpus. Closin
 (setting `gen_to`) is the only update the pipeline ever makes, and it happens in the same
 transaction that moves the head.
 
+Secondary indexes exist only where a read needs them (migration 0002 dropped five that none
+did): every index costs each ingest one insert per row, and ingest writes millions of rows.
+
 Times are ISO-8601 UTC strings: portable across SQLite and PostgreSQL and never part of an ID.
 """
 
@@ -39,7 +42,7 @@ class Revision(Base):
     __tablename__ = "revisions"
     __table_args__ = (UniqueConstraint("source_id", "blob", name="uq_revisions_source_blob"),)
     id: Mapped[str] = mapped_column(ID, primary_key=True)
-    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id"), index=True)
+    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id"))
     blob: Mapped[str] = mapped_column(HASH)
     size: Mapped[int] = mapped_column(BigInteger)
     media_type: Mapped[str] = mapped_column(String(100))
@@ -54,7 +57,7 @@ class Normalization(Base):
         ),
     )
     id: Mapped[str] = mapped_column(ID, primary_key=True)
-    revision_id: Mapped[str] = mapped_column(ForeignKey("revisions.id"), index=True)
+    revision_id: Mapped[str] = mapped_column(ForeignKey("revisions.id"))
     adapter: Mapped[str] = mapped_column(String(64))
     adapter_version: Mapped[int] = mapped_column(Integer)
     config_hash: Mapped[str] = mapped_column(HASH)
@@ -86,7 +89,7 @@ class Segment(Base):
 class Claim(Base):
     __tablename__ = "claims"
     id: Mapped[str] = mapped_column(ID, primary_key=True)
-    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id"), index=True)
+    source_id: Mapped[str] = mapped_column(ForeignKey("sources.id"))
     authority: Mapped[str] = mapped_column(String(16))  # "extracted" | "manual"
     statement: Mapped[str] = mapped_column(Text)
     occurrence: Mapped[int] = mapped_column(Integer)
@@ -95,8 +98,8 @@ class Claim(Base):
 class Evidence(Base):
     __tablename__ = "evidence"
     id: Mapped[str] = mapped_column(ID, primary_key=True)
-    claim_id: Mapped[str] = mapped_column(ForeignKey("claims.id"), index=True)
-    segment_id: Mapped[str] = mapped_column(ForeignKey("segments.id"), index=True)
+    claim_id: Mapped[str] = mapped_column(ForeignKey("claims.id"))
+    segment_id: Mapped[str] = mapped_column(ForeignKey("segments.id"))
     start: Mapped[int] = mapped_column(Integer)
     end: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(HASH)
