@@ -55,6 +55,14 @@ def test_property_the_fast_path_gives_the_terms_of_the_script_path(text: str) ->
     assert terms(text) == _by_script(folded, False)
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=60))
+def test_property_ascii_text_gets_the_terms_of_the_general_path(text: str) -> None:
+    """ASCII text skips NFKC and case folding (lower() is the same there)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    assert terms(text) == _by_script(folded, False)
+    assert term_text(text) == " ".join(_by_script(folded, False))
+
+
 @given(st.text(max_size=40))
 def test_property_terms_are_letters_and_digits_only(text: str) -> None:
     for term in terms(text):

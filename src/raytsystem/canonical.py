@@ -142,26 +142,38 @@ class Shape:
     written with the encoder's own string escaping. The bytes are the same as
     `canonical_json`'s (a property test compares the two); a value outside the common case (a
     string not in NFC, a float, a nested dict) goes through `canonical_json` itself.
+
+    `fields` is the order `values()` takes them in; the encoding sorts them, as always.
     """
 
-    def __init__(self, keys: Iterable[str]) -> None:
-        order = sorted(keys)  # code point order, as the encoder's sort_keys gives
-        if not order or any(not k.isascii() or _encode_str(k) != f'"{k}"' for k in order):
+    def __init__(self, fields: Iterable[str]) -> None:
+        self.fields = tuple(fields)
+        order = sorted(self.fields)  # code point order, as the encoder's sort_keys gives
+        if not order or len(set(order)) != len(order):
+            raise ValueError("a shape has distinct keys")
+        if any(not k.isascii() or _encode_str(k) != f'"{k}"' for k in order):
             raise ValueError("a shape's keys are plain ASCII names")
         self.keys = frozenset(order)
-        self._fields = tuple((("{" if i == 0 else ",") + f'"{k}":', k) for i, k in enumerate(order))
+        self._slots = tuple(
+            (("{" if i == 0 else ",") + f'"{k}":', self.fields.index(k))
+            for i, k in enumerate(order)
+        )
 
     def encode(self, record: dict[str, Any]) -> bytes:
         """canonical_json(record), for a record with exactly this shape's keys."""
-        if len(record) != len(self._fields):  # with every key looked up below: the same keys
+        if len(record) != len(self.fields):  # with every key looked up below: the same keys
             raise KeyError(f"expected the keys {sorted(self.keys)}, got {sorted(record)}")
+        return self.values(*[record[k] for k in self.fields])
+
+    def values(self, *values: Any) -> bytes:
+        """canonical_json of the record these values make, given in the order of `fields`."""
         parts: list[str] = []
-        for prefix, key in self._fields:
-            value = record[key]
+        for prefix, i in self._slots:
+            value = values[i]
             t = type(value)
             if t is str:
                 if not (value.isascii() or _is_nfc("NFC", value)):
-                    return canonical_json(record)
+                    return canonical_json(dict(zip(self.fields, values, strict=True)))
                 text = _encode_str(value)
             elif t is int:
                 text = int.__repr__(value)
@@ -172,7 +184,7 @@ class Shape:
             ):
                 text = "[" + ",".join(map(_encode_str, value)) + "]"
             else:
-                return canonical_json(record)
+                return canonical_json(dict(zip(self.fields, values, strict=True)))
             parts.append(prefix)
             parts.append(text)
         parts.append("}")

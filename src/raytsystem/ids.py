@@ -12,6 +12,7 @@ An ID is validated (`parse_id`) before it is used anywhere it could become a pat
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import blake3
@@ -64,6 +65,21 @@ def make_id(kind: str, **identity: Any) -> str:
     identity["kind"] = kind  # `identity` is this call's own dict
     encoded = _SHAPES[kind].encode(identity)
     return f"{PREFIXES[kind]}_{blake3.blake3(encoded).hexdigest(length=ID_HEX // 2)}"
+
+
+def identity_digest(kind: str) -> Callable[..., str]:
+    """A fast `make_id(kind, ...)` for IDs made in bulk: it takes the identity's values
+    positionally, in the order `IDENTITY[kind]` lists them, and gives the same ID."""
+    shape = Shape((*IDENTITY[kind], "kind"))
+    prefix = f"{PREFIXES[kind]}_"
+    hasher = blake3.blake3
+
+    def make(*values: Any) -> str:
+        if len(values) != len(IDENTITY[kind]):
+            raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {len(values)} values")
+        return prefix + hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
+
+    return make
 
 
 def object_hash(kind: str, content: dict[str, Any], shape: Shape | None = None) -> str:

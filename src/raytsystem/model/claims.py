@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..canonical import canonical_json, sha256_hex
 from ..sentences import split_sentences
@@ -36,41 +35,45 @@ _HAS_WORD: Final = re.compile(r"[^\W_]")
 
 def segment_rows(normalization_id: str, normalized: Normalized) -> list[SegmentRow]:
     rows = []
+    text = normalized.text
     for ordinal, seg in enumerate(normalized.segments):
-        sha = sha256_hex(normalized.text[seg.start : seg.end])
+        start, end = seg.start, seg.end
+        sha = sha256_hex(text[start:end])
         rows.append(
             SegmentRow(
-                id=segment_id(normalization_id, ordinal, seg.start, seg.end, sha),
-                normalization_id=normalization_id,
-                ordinal=ordinal,
-                kind=seg.kind,
-                heading_path=canonical_json(list(seg.heading_path)).decode("utf-8"),
-                start=seg.start,
-                end=seg.end,
-                line_start=seg.line_start,
-                line_end=seg.line_end,
-                sha256=sha,
+                segment_id(normalization_id, ordinal, start, end, sha),
+                normalization_id,
+                ordinal,
+                seg.kind,
+                canonical_json(list(seg.heading_path)).decode("utf-8"),
+                start,
+                end,
+                seg.line_start,
+                seg.line_end,
+                sha,
             )
         )
     return rows
 
 
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence of a segment: its absolute span and the footnote labels attached to it."""
+class Sentence(NamedTuple):
+    """One sentence of a segment: its absolute span, its exact text, its statement (`excerpt`
+    with whitespace collapsed, NFC) and the footnote labels attached to it."""
 
     segment: int  # ordinal
     start: int
     end: int
+    excerpt: str
     statement: str
     refs: tuple[str, ...]
 
 
 def sentences(text: str, seg: SegmentDraft, ordinal: int) -> Iterator[Sentence]:
     """Sentences of a prose segment; a footnote reference belongs to the sentence it follows."""
-    body = text[seg.start : seg.end]
+    base = seg.start
+    body = text[base : seg.end]
     spans = split_sentences(body, seg.protected)
-    refs_by_span: list[list[str]] = [[] for _ in spans]
+    refs_by_span: list[list[str]] = [[] for _ in spans] if seg.refs else []
     for offset, label in seg.refs:
         # The sentence that ends at or before the reference, or the first one.
         index = 0
@@ -79,11 +82,12 @@ def sentences(text: str, seg: SegmentDraft, ordinal: int) -> Iterator[Sentence]:
                 index = k
         if spans:
             refs_by_span[index].append(label)
-    for (s, e), refs in zip(spans, refs_by_span, strict=True):
+    for k, (s, e) in enumerate(spans):
         excerpt = body[s:e]
         if not _HAS_WORD.search(excerpt):
             continue
-        yield Sentence(ordinal, seg.start + s, seg.start + e, statement_of(excerpt), tuple(refs))
+        refs = tuple(refs_by_span[k]) if refs_by_span else ()
+        yield Sentence(ordinal, base + s, base + e, excerpt, statement_of(excerpt), refs)
 
 
 def prose_sentences(normalized: Normalized) -> Iterator[Sentence]:
@@ -98,21 +102,21 @@ def extract_claims(
     """One extracted claim with one evidence per sentence of every prose segment."""
     out = []
     occurrences: dict[str, int] = {}
-    for sentence in prose_sentences(normalized):
-        occurrence = occurrences.get(sentence.statement, 0)
-        occurrences[sentence.statement] = occurrence + 1
-        cid = claim_id(source_id, "extracted", sentence.statement, occurrence)
-        seg = segments[sentence.segment]
-        sha = sha256_hex(normalized.text[sentence.start : sentence.end])
+    for ordinal, start, end, excerpt, statement, _refs in prose_sentences(normalized):
+        occurrence = occurrences.get(statement, 0)
+        occurrences[statement] = occurrence + 1
+        cid = claim_id(source_id, "extracted", statement, occurrence)
+        seg_id = segments[ordinal].id
+        sha = sha256_hex(excerpt)
         out.append(
             (
-                ClaimRow(cid, source_id, "extracted", sentence.statement, occurrence),
+                ClaimRow(cid, source_id, "extracted", statement, occurrence),
                 EvidenceRow(
-                    evidence_id(cid, seg.id, sentence.start, sentence.end, sha, "statement"),
+                    evidence_id(cid, seg_id, start, end, sha, "statement"),
                     cid,
-                    seg.id,
-                    sentence.start,
-                    sentence.end,
+                    seg_id,
+                    start,
+                    end,
                     sha,
                     "statement",
                 ),

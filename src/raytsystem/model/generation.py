@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..ids import object_hash
 
@@ -42,15 +42,16 @@ def source_digest(
     source_id: str,
     revision_id: str,
     normalization_id: str | None,
-    claims: Sequence[ClaimState],
+    claims: Sequence[tuple[Any, ...]],
 ) -> str:
+    """`claims`: `ClaimState`s, or plain tuples of the same fields (from workers)."""
     return object_hash(
         "source_state",
         {
             "source": source_id,
             "revision": revision_id,
             "normalization": normalization_id,
-            "claims": sorted([c.claim_id, c.claim_hash] for c in claims),
+            "claims": sorted([c[0], c[3]] for c in claims),  # (claim ID, claim hash)
         },
     )
 

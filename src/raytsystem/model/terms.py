@@ -281,6 +281,9 @@ def _bigrams(run: str) -> list[str]:
 
 def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     """The search terms of `text`, in order, with repeats."""
+    if text.isascii() and not drop_stopwords:
+        # Most indexed text: NFKC leaves ASCII as it is and casefold() is lower() there.
+        return list(map(_stem, _RUN.findall(text.lower())))
     folded = unicodedata.normalize("NFKC", text).casefold()
     if not drop_stopwords and not _HAS_CJK.search(folded):
         # Most text: every run of letters and digits is one word (ingest's hot path, the
@@ -306,4 +309,6 @@ def _by_script(folded: str, drop_stopwords: bool) -> list[str]:
 
 def term_text(text: str) -> str:
     """Terms joined by spaces: the form stored in the FTS5 columns."""
+    if text.isascii():  # as in `terms`, without the list
+        return " ".join(map(_stem, _RUN.findall(text.lower())))
     return " ".join(terms(text))

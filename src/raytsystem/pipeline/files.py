@@ -18,13 +18,13 @@ from ..canonical import canonical_json
 from ..ids import make_id
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
-from ..model.generation import ClaimState, source_digest
+from ..model.generation import source_digest
 from ..model.index import source_rows_digest
 from ..model.notes import parse_note
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
-from .indexing import Analyzer, memory_rows
+from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
 
 MANUAL_PREFIX = "knowledge/manual/"
 
@@ -221,29 +221,31 @@ def process_file(task: FileTask) -> FileResult:
         pairs = extract_claims(source_id, normalized, segments)
         result.claims = [tuple(c) for c, _ in pairs]
         result.evidence = [tuple(e) for _, e in pairs]
-        states = [
-            ClaimState(
-                c.id,
-                source_id,
-                "confirmed",
-                claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id]),
-                (e.id,),
-            )
-            for c, e in pairs
-        ]
-        result.claim_states = list(map(tuple, states))
-        result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
-        # The parent replaces the index rows if a directive changes a claim's status.
         headings = {seg.id: seg.heading_path for seg in segments}
-        facts = {c.id: (c.statement, c.authority, headings[e.segment_id]) for c, e in pairs}
-        index_rows = memory_rows(
+        # Each claim's state as `confirmed` with its one evidence, and what the index holds
+        # of it; the parent replaces them if a directive changes the claim's status.
+        states: list[tuple[Any, ...]] = []
+        facts: list[ClaimFact] = []
+        for c, e in pairs:
+            digest = claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
+            states.append((c.id, source_id, "confirmed", digest, (e.id,)))
+            facts.append(
+                ClaimFact(
+                    c.id, digest, "confirmed", c.authority, c.statement, headings[e.segment_id]
+                )
+            )
+        result.claim_states = states
+        result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
+        text = normalized.text
+        index_rows = source_rows(
             source_id,
             path,
             normalization_id,
-            normalized.text,
-            [(x.id, x.sha256, x.kind, x.heading_path, x.start, x.end) for x in segments],
-            states,
-            facts.__getitem__,
+            [
+                SegmentFact(x.id, x.sha256, x.kind, x.heading_path, text[x.start : x.end])
+                for x in segments
+            ],
+            facts,
             Analyzer(),
         )
         result.index_digest = source_rows_digest(index_rows)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import Connection, select
 
@@ -28,8 +29,7 @@ from . import state
 from .state import GenerationRef, chunks
 
 
-@dataclass(frozen=True)
-class SegmentFact:
+class SegmentFact(NamedTuple):
     id: str
     sha256: str
     kind: str
@@ -37,8 +37,7 @@ class SegmentFact:
     text: str
 
 
-@dataclass(frozen=True)
-class ClaimFact:
+class ClaimFact(NamedTuple):
     id: str
     hash: str
     status: str
@@ -275,31 +274,3 @@ def rebuild(
         "same_as_previous": previous == digest if previous else None,
         "documents": sum(len(r) for r in rows.values()),
     }
-
-
-def memory_rows(
-    source_id: str,
-    path: str,
-    normalization_id: str | None,
-    text: str | None,
-    segments: Sequence[tuple[str, str, str, str, int, int]],
-    claims: Sequence[ClaimState],
-    statement_of: Callable[[str], tuple[str, str, str]],
-    analyzer: Analyzer,
-) -> list[IndexRow]:
-    """The rows of a source ingest has just computed (`statement_of(claim id)` gives
-    (statement, authority, heading path))."""
-    facts = (
-        [SegmentFact(i, sha, kind, heading, text[s:e]) for i, sha, kind, heading, s, e in segments]
-        if text is not None
-        else []
-    )
-    claim_facts = []
-    for c in claims:
-        if c.status != "confirmed":
-            continue
-        statement, authority, heading = statement_of(c.claim_id)
-        claim_facts.append(
-            ClaimFact(c.claim_id, c.claim_hash, c.status, authority, statement, heading)
-        )
-    return source_rows(source_id, path, normalization_id, facts, claim_facts, analyzer)
