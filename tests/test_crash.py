@@ -71,6 +71,34 @@ def test_kill_before_publish_leaves_no_blob_at_its_address(workspace: Path) -> N
     assert run_cli("verify", cwd=workspace).code == 0
 
 
+def test_states_a_killed_ingest_wrote_ahead_stay_invisible_and_go(workspace: Path) -> None:
+    """Claim states are written ahead, opened at the generation the ingest makes. Killed
+    before the head moves, they belong to no generation: queries, `show` and `diff` never see
+    them, verify reports them (info), and the next ingest removes them before it writes."""
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    cited = run_cli("query", "limit requests", "--json", cwd=workspace).json()["citations"][0]
+    write(workspace, "docs/a.md", "The limit is 5 requests per second. Bursts reach 9.\n")
+    killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_index"})
+    assert killed.code == -signal.SIGKILL
+
+    checked = run_cli("verify", "--json", cwd=workspace)
+    assert checked.code == 0, checked.stdout
+    codes = {f["code"]: f["severity"] for f in checked.json()["findings"]}
+    assert codes == {"interrupted_ingest": "info"}
+    shown = run_cli("show", cited["claim"]["id"], "--json", cwd=workspace).json()
+    assert [s["from_generation"] for s in shown["states"]] == [1]
+    assert run_cli("query", "bursts", "--json", cwd=workspace).json()["status"] == "gap"
+
+    again = run_cli("ingest", "--json", cwd=workspace).json()
+    assert again["created"] and again["generation"]["number"] == 2
+    assert [f["code"] for f in again["findings"]] == ["interrupted_ingest"]
+    assert again["counts"]["claims_added"] == 1  # the new sentence; the old one restated
+    assert again["counts"]["claims_changed"] == 1
+    assert run_cli("verify", "--json", cwd=workspace).json()["findings"] == []
+    assert run_cli("query", "bursts", "--json", cwd=workspace).json()["status"] == "answered"
+
+
 def test_kill_after_commit_leaves_the_new_generation_current(workspace: Path) -> None:
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0

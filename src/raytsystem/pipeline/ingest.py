@@ -309,7 +309,7 @@ class _Run:
                     self.states[sid] = SourceState(
                         sid, r.path, r.revision_id, nid, r.source_digest, ()
                     )
-                    self.stage.put_claims(sid, r.claim_states)
+                    self.stage.put_claims(sid, r.claim_states, had_states=r.path in self.active)
                     rows[sid] = r.index_rows
                     digests[sid] = r.index_digest
                 self.changed[r.path] = _slim(r)
@@ -372,6 +372,17 @@ def ingest(
             parent = state.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)
         report = IngestReport(generation=parent, parent=parent, created=False)
+        left = stage.start(parent.number + 1 if parent else 1)
+        if left:
+            report.findings.append(
+                Finding(
+                    "interrupted_ingest",
+                    "ledger",
+                    f"removed {left} claim states an earlier ingest wrote but never made "
+                    "current (it was killed or failed before its last transaction)",
+                    "info",
+                )
+            )
         cache = StatCache(ws.state_dir / "statcache.sqlite3", parent.hash if parent else None)
 
         candidates: list[Candidate] = []
@@ -556,7 +567,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
                 "the current generation moved while this ingest ran", code="generation_moved"
             )
         run.stage.put_sources(differing.values(), removed)
-        added, closed, restated = run.stage.apply(number)
+        added, closed, restated = run.stage.apply()
         report.claims_added, report.claims_removed, report.claims_changed = added, closed, restated
         report.removed_sources = len(removed)
         claim_count = (parent.claim_count if parent else 0) + added - closed

@@ -148,6 +148,12 @@ def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> st
     return blobs.get(norm["text_blob"]).decode("utf-8")[start:end]
 
 
+def _head_number(conn: Connection) -> int:
+    """States past the head are an ingest's work in progress (pipeline/staging.py)."""
+    current = state.head(conn)
+    return current.number if current else 0
+
+
 def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
     ref = object_id.strip().lower()
     if ref.isdigit() or (len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref)):
@@ -205,7 +211,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             }
             for r in conn.execute(
                 select(ClaimState.__table__)
-                .where(ClaimState.claim_id == object_id)
+                .where(ClaimState.claim_id == object_id, ClaimState.gen_from <= _head_number(conn))
                 .order_by(ClaimState.gen_from, ClaimState.id)
             )
         ]

@@ -1,11 +1,23 @@
-"""Staging: the new generation's states, written ahead in temporary tables, made real at once.
+"""Staging: the new generation's claim states, written ahead as rows nothing sees yet.
 
 A cold ingest of 50,000 files makes millions of claim states; holding them in memory until the
 head moves would need gigabytes. Instead, ingest holds one ledger connection for its whole run
-and stages each source's new claim states in TEMPORARY tables as the files stream in. The final
-transaction turns them into generation rows with set-based SQL (the same on SQLite and
-PostgreSQL), in the same transaction as the head move. Temporary tables belong to the
-connection: a crash leaves nothing to clean up.
+and writes each changed source's new claim states straight into `claim_states`, opened at the
+generation number the ingest will make (N = head + 1), as the files stream in. Every reader
+asks for the states of a generation that exists (`gen_from <= number`, and the head is at most
+N - 1 until the final transaction), so these rows are invisible until the head moves to N.
+
+The final transaction (`apply`, with the head move) closes the parent's states that the new
+ones replace and removes the new rows that repeat an open state unchanged, so an unchanged
+claim state keeps its interval: set-based SQL, the same on SQLite and PostgreSQL. Closing an
+interval (setting `gen_to`) is still the only update the pipeline makes, and it still happens
+in the transaction that moves the head.
+
+An ingest killed before that transaction leaves rows opened at an N that never became a
+generation: the next ingest, holding the same writer lock, deletes them before it writes
+(`start`), and `verify` reports them until then. Which sources are touched (changed, restated,
+removed) is staged in a TEMPORARY table: it belongs to the connection, and a crash leaves
+nothing of it.
 """
 
 from __future__ import annotations
@@ -27,18 +39,10 @@ from .state import chunks
 COMMIT_EVERY = 10  # `batch` calls per ledger transaction
 
 _SCHEMA = (
-    "CREATE TEMPORARY TABLE pending_claims (claim_id VARCHAR(36) NOT NULL, "
-    "source_id VARCHAR(36) NOT NULL, status VARCHAR(16) NOT NULL, claim_hash VARCHAR(64) NOT NULL, "
-    "evidence_ids TEXT NOT NULL)",
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
     "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
 )
-# Built when the first lookup needs them (the manual layer, the final apply): one sort over
-# the staged claims costs less than keeping two indexes in order through every insert.
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS pending_claims_source ON pending_claims (source_id)",
-    "CREATE INDEX IF NOT EXISTS pending_claims_claim ON pending_claims (claim_id)",
-)
+_STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids", "gen_from")
 
 
 class Staging:
@@ -49,28 +53,36 @@ class Staging:
             # (instead of 2) keeps many of their pages in memory for the run. (256 MiB: 10,000
             # files in 77 s instead of 83 s at 64 MiB, but 916 MiB peak RSS at 50,000 files.)
             conn.exec_driver_sql("PRAGMA cache_size=-131072")
-        # The batches before the final transaction write immutable rows nothing refers to yet:
-        # losing the last of them to a power cut is harmless, so their commits do not wait for
-        # the disk (`batch`). The final transaction (`transaction(final=True)`) waits, and with
-        # it everything written before (both logs are sequential). With SQLite only in WAL
-        # mode: NORMAL in a rollback journal can corrupt on power loss.
+        # The batches before the final transaction write rows nothing refers to yet: losing
+        # the last of them to a power cut is harmless, so their commits do not wait for the
+        # disk (`batch`). The final transaction (`transaction(final=True)`) waits, and with it
+        # everything written before (both logs are sequential). With SQLite only in WAL mode:
+        # NORMAL in a rollback journal can corrupt on power loss.
         self._wal = (
             conn.dialect.name == "sqlite"
             and conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         )
         self._set_synchronous("NORMAL")
-        self._staged: set[str] = set()  # sources with claims in pending_claims
-        self._indexed = False
+        self.number = 0  # the generation this ingest makes; set by `start`
+        self._put: set[str] = set()  # sources with claim states opened at `number`
+        # Per source put: (claims added, claims removed, claims whose state changed).
+        self._counts: dict[str, tuple[int, int, int]] = {}
+        self._repeats: set[str] = set()  # sources with a new state equal to an open one
         self._batches = 0
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)
         conn.commit()
 
-    def _lookups(self) -> None:
-        if not self._indexed:
-            for statement in _INDEXES:
-                self.conn.exec_driver_sql(statement)
-            self._indexed = True
+    def start(self, number: int) -> int:
+        """Stage the states of generation `number` (the head's number + 1, read under the
+        writer lock). Deletes what an ingest that did not finish wrote for it or later, and
+        returns how many such rows there were."""
+        self.number = number
+        with self.transaction() as conn:
+            left = conn.execute(
+                text("DELETE FROM claim_states WHERE gen_from >= :n"), {"n": number}
+            ).rowcount
+        return int(left or 0)
 
     def _set_synchronous(self, level: str) -> None:
         if self._wal:
@@ -127,49 +139,79 @@ class Staging:
         except OperationalError as exc:
             raise _translate(exc) from exc
 
-    def put_claims(self, source_id: str, claims: Sequence[tuple[Any, ...]]) -> None:
-        """Replace the staged claims of one source (within the caller's transaction); each a
-        `ClaimState` or the same fields as a plain tuple."""
-        if source_id in self._staged:
-            self._lookups()
+    def put_claims(
+        self, source_id: str, claims: Sequence[tuple[Any, ...]], *, had_states: bool = True
+    ) -> None:
+        """Set the new claim states of one source (within the caller's transaction), replacing
+        any this ingest put before; each a `ClaimState` or the same fields as a plain tuple.
+        `had_states=False`: the source is new, so there is no parent state to compare with."""
+        if source_id in self._put:
             self.conn.execute(
-                text("DELETE FROM pending_claims WHERE source_id = :s"), {"s": source_id}
+                text("DELETE FROM claim_states WHERE source_id = :s AND gen_from = :n"),
+                {"s": source_id, "n": self.number},
             )
-        self._staged.add(source_id)
-        insert_rows(
-            self.conn,
-            "pending_claims",
-            ("claim_id", "source_id", "status", "claim_hash", "evidence_ids"),
-            [
-                (claim_id, sid, status, digest, canonical_json(sorted(evidence)).decode("utf-8"))
-                for claim_id, sid, status, digest, evidence in claims
-            ],
+        self._put.add(source_id)
+        n = self.number
+        rows = [
+            (cid, sid, status, digest, canonical_json(sorted(evidence)).decode("utf-8"), n)
+            for cid, sid, status, digest, evidence in claims
+        ]
+        insert_rows(self.conn, "claim_states", _STATE_COLUMNS, rows)
+        new = {row[0]: row[3] for row in rows}
+        old = self._open_states(source_id) if had_states else {}
+        self._counts[source_id] = (
+            len(new.keys() - old.keys()),
+            len(old.keys() - new.keys()),
+            sum(1 for cid, digest in new.items() if cid in old and old[cid] != digest),
+        )
+        if any(old.get(cid) == digest for cid, digest in new.items()):
+            self._repeats.add(source_id)
+        else:
+            self._repeats.discard(source_id)
+
+    def _open_states(self, source_id: str) -> dict[str, str]:
+        """claim ID -> claim hash of the source's states open before this ingest."""
+        return dict(
+            self.conn.execute(
+                text(
+                    "SELECT claim_id, claim_hash FROM claim_states "
+                    "WHERE source_id = :s AND gen_to IS NULL AND gen_from < :n"
+                ),
+                {"s": source_id, "n": self.number},
+            ).all()
         )
 
     def claims_of(self, source_id: str) -> tuple[ClaimState, ...]:
-        self._lookups()
         rows = self.conn.execute(
             text(
-                "SELECT claim_id, source_id, status, claim_hash, evidence_ids FROM pending_claims "
-                "WHERE source_id = :s ORDER BY claim_id"
+                "SELECT claim_id, source_id, status, claim_hash, evidence_ids FROM claim_states "
+                "WHERE source_id = :s AND gen_from = :n ORDER BY claim_id"
             ),
-            {"s": source_id},
+            {"s": source_id, "n": self.number},
         )
         return tuple(ClaimState(r[0], r[1], r[2], r[3], tuple(json.loads(r[4]))) for r in rows)
 
     def owners(self, claim_ids: Iterable[str]) -> dict[str, str]:
-        self._lookups()
         out: dict[str, str] = {}
         for part in chunks(sorted(set(claim_ids))):
             marks = ", ".join(f":c{i}" for i in range(len(part)))
             for cid, sid in self.conn.execute(
-                text(f"SELECT claim_id, source_id FROM pending_claims WHERE claim_id IN ({marks})"),
-                {f"c{i}": c for i, c in enumerate(part)},
+                text(
+                    f"SELECT claim_id, source_id FROM claim_states WHERE claim_id IN ({marks}) "
+                    "AND gen_from = :n"
+                ),
+                {"n": self.number, **{f"c{i}": c for i, c in enumerate(part)}},
             ):
                 out[cid] = sid
         return out
 
     def put_sources(self, changed: Iterable[SourceState], removed: Iterable[str]) -> None:
+        """The sources the new generation changes or removes; a changed source whose claims
+        were not put loses its open states."""
+        changed = list(changed)
+        for s in changed:
+            if s.source_id not in self._counts:
+                self._counts[s.source_id] = (0, len(self._open_states(s.source_id)), 0)
         rows = [
             {"s": s.source_id, "r": s.revision_id, "n": s.normalization_id, "d": s.digest, "x": 0}
             for s in changed
@@ -179,29 +221,20 @@ class Staging:
                 text("INSERT INTO pending_sources VALUES (:s, :r, :n, :d, :x)"), list(part)
             )
 
-    def apply(self, number: int) -> tuple[int, int, int]:
+    def apply(self) -> tuple[int, int, int]:
         """Close and open the state intervals of the staged sources for generation `number`.
 
         Returns (claims added, claims removed, claims whose state changed), counted by claim
-        as `diff` counts them. Runs inside the caller's transaction.
+        as `diff` counts them. Runs inside the caller's transaction, before the head moves.
         """
-        self._lookups()
-        n = {"n": number}
+        n = {"n": self.number}
         touched = "SELECT source_id FROM pending_sources"
-        kept = "SELECT source_id FROM pending_sources WHERE removed = 0"
-        added_ids = self.conn.execute(
-            text(
-                f"SELECT count(DISTINCT p.claim_id) FROM pending_claims p WHERE p.source_id IN ({kept}) "
-                "AND NOT EXISTS (SELECT 1 FROM claim_states c WHERE c.claim_id = p.claim_id "
-                "AND c.gen_to IS NULL)"
-            )
-        ).scalar_one()
         removed_ids = self.conn.execute(
             text(
-                "SELECT count(*) FROM claim_states c WHERE c.gen_to IS NULL "
-                f"AND c.source_id IN ({touched}) AND NOT EXISTS (SELECT 1 FROM pending_claims p "
-                f"WHERE p.claim_id = c.claim_id AND p.source_id IN ({kept}))"
-            )
+                "SELECT count(*) FROM claim_states c WHERE c.gen_to IS NULL AND c.gen_from < :n "
+                "AND c.source_id IN (SELECT source_id FROM pending_sources WHERE removed = 1)"
+            ),
+            n,
         ).scalar_one()
         self.conn.execute(
             text(
@@ -217,28 +250,33 @@ class Staging:
             ),
             n,
         )
-        # A claim state that stays the same (same claim, same hash) keeps its open interval.
-        removed = self.conn.execute(
-            text(
-                f"UPDATE claim_states SET gen_to = :n WHERE gen_to IS NULL AND source_id IN ({touched}) "
-                "AND NOT EXISTS (SELECT 1 FROM pending_claims p WHERE p.claim_id = claim_states.claim_id "
-                "AND p.claim_hash = claim_states.claim_hash AND p.source_id IN "
-                "(SELECT source_id FROM pending_sources WHERE removed = 0))"
-            ),
-            n,
-        ).rowcount
+        # The parent's states that a new state replaces, or whose source is gone, close; one
+        # that a new state repeats unchanged (same claim, same hash) stays open, and the
+        # repeat goes. Only a source restated without a new revision can repeat one: a new
+        # revision gives every evidence, and so every claim hash, a new ID.
         self.conn.execute(
             text(
-                "INSERT INTO claim_states (claim_id, source_id, status, claim_hash, evidence_ids, gen_from, gen_to) "
-                "SELECT p.claim_id, p.source_id, p.status, p.claim_hash, p.evidence_ids, :n, NULL "
-                "FROM pending_claims p WHERE p.source_id IN "
-                "(SELECT source_id FROM pending_sources WHERE removed = 0) "
-                "AND NOT EXISTS (SELECT 1 FROM claim_states c WHERE c.claim_id = p.claim_id "
-                "AND c.claim_hash = p.claim_hash AND c.gen_to IS NULL)"
+                "UPDATE claim_states SET gen_to = :n WHERE gen_to IS NULL AND gen_from < :n "
+                f"AND source_id IN ({touched}) AND NOT EXISTS (SELECT 1 FROM claim_states x "
+                "WHERE x.claim_id = claim_states.claim_id AND x.gen_from = :n "
+                "AND x.claim_hash = claim_states.claim_hash)"
             ),
             n,
         )
-        return int(added_ids), int(removed_ids), int(removed - removed_ids)
+        for part in chunks(sorted(self._repeats)):
+            marks = ", ".join(f":s{i}" for i in range(len(part)))
+            self.conn.execute(
+                text(
+                    f"DELETE FROM claim_states WHERE gen_from = :n AND source_id IN ({marks}) "
+                    "AND EXISTS (SELECT 1 FROM claim_states o WHERE o.claim_id = claim_states.claim_id "
+                    "AND o.gen_from < :n AND o.gen_to IS NULL AND o.claim_hash = claim_states.claim_hash)"
+                ),
+                {**n, **{f"s{i}": sid for i, sid in enumerate(part)}},
+            )
+        added = sum(c[0] for c in self._counts.values())
+        removed = sum(c[1] for c in self._counts.values()) + int(removed_ids)
+        restated = sum(c[2] for c in self._counts.values())
+        return added, removed, restated
 
 
 @contextmanager

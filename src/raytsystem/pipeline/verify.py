@@ -411,6 +411,18 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         report.add(
             "error", "head_mismatch", "head", "the head does not point at the newest generation"
         )
+    # States an ingest writes ahead for the generation it is making (pipeline/staging.py):
+    # past the newest generation, they are what an interrupted ingest left.
+    last = previous[0] if previous else 0
+    ahead = sum(len(rows) for number, rows in opened_claims.items() if number > last)
+    if ahead:
+        report.add(
+            "info",
+            "interrupted_ingest",
+            "ledger",
+            f"{ahead} claim states were written for generation {last + 1}, which was never "
+            "made (an ingest was interrupted, or is running now): the next ingest removes them",
+        )
     return state.head(conn)
 
 

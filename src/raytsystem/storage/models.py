@@ -149,6 +149,7 @@ class ClaimState(Base):
     __table_args__ = (
         Index("ix_claim_states_claim", "claim_id", "gen_from"),
         Index("ix_claim_states_source", "source_id", "gen_to"),
+        Index("ix_claim_states_from", "gen_from"),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     claim_id: Mapped[str] = mapped_column(ForeignKey("claims.id"))
