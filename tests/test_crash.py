@@ -99,6 +99,29 @@ def test_states_a_killed_ingest_wrote_ahead_stay_invisible_and_go(workspace: Pat
     assert run_cli("query", "bursts", "--json", cwd=workspace).json()["status"] == "answered"
 
 
+def test_many_states_left_ahead_are_all_removed(workspace: Path) -> None:
+    """More leftover rows than one read-back step (500) takes, behind committed ones."""
+    for i in range(40):
+        write(workspace, f"docs/old{i:02d}.md", f"Old note {i} is kept. It stays as it was.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    for i in range(160):
+        body = " ".join(f"Fact {k} of file {i} holds." for k in range(4))
+        write(workspace, f"docs/new{i:03d}.md", body + "\n")
+    killed = run_cli(
+        "ingest", "--jobs", "2", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_index"}
+    )
+    assert killed.code == -signal.SIGKILL
+    again = run_cli("ingest", "--json", cwd=workspace).json()
+    (finding,) = again["findings"]
+    assert (
+        finding["code"] == "interrupted_ingest" and "removed 640 claim states" in finding["message"]
+    )
+    assert again["counts"]["claims_added"] == 640 and again["counts"]["claims_removed"] == 0
+    checked = run_cli("verify", "--json", cwd=workspace).json()
+    assert checked["ok"] and checked["findings"] == []
+    assert checked["counts"]["claim_states"] == 80 + 640
+
+
 def test_kill_after_commit_leaves_the_new_generation_current(workspace: Path) -> None:
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0

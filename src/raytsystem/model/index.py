@@ -39,7 +39,7 @@ from ..errors import IntegrityError, NotFound
 FORMAT: Final = "6"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
-SCHEMA: Final = f"""
+_TABLES: Final = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs (
     rowid INTEGER PRIMARY KEY,
@@ -61,6 +61,15 @@ CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path, tokenize="{_TOK
 CREATE VIRTUAL TABLE segments_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE sources_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 """
+# FTS5 gathers new rows' terms in memory and writes them out as a segment when this much has
+# gathered (default 1 MiB), then merges segments; bigger segments mean fewer merges: 25% less
+# FTS5 time for 3,000 files at 32 MiB. Up to this much memory per table while an index is
+# written; stored in each table's config, so a patched copy keeps it.
+FTS_HASH_BYTES: Final = 32 * 1024 * 1024
+SCHEMA: Final = _TABLES + "".join(
+    f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', {FTS_HASH_BYTES});\n"
+    for table in ("claims_fts", "segments_fts", "sources_fts")
+)
 # Which FTS5 table holds the rows of each kind of document.
 FTS_TABLES: Final = {"claim": "claims_fts", "segment": "segments_fts", "source": "sources_fts"}
 

@@ -126,9 +126,12 @@ class Checker:
         states = {
             r[0]: r
             for r in self.reader.rows(
-                "SELECT claim_id, status, claim_hash, evidence_ids FROM claim_states "
-                f"WHERE claim_id IN ({placeholders}) AND gen_from <= :n "
-                "AND (gen_to IS NULL OR gen_to > :n)",
+                # A claim's states are found through its source (claim_states is indexed by
+                # source: see migration 0002).
+                "SELECT s.claim_id, s.status, s.claim_hash, s.evidence_ids FROM claims c "
+                "JOIN claim_states s ON s.source_id = c.source_id AND s.claim_id = c.id "
+                f"WHERE c.id IN ({placeholders}) AND s.gen_from <= :n "
+                "AND (s.gen_to IS NULL OR s.gen_to > :n)",
                 {**params, "n": number},
             )
         }

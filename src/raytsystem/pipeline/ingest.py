@@ -25,6 +25,7 @@ import gc
 import json
 import multiprocessing
 import os
+import pickle
 import queue
 import threading
 import time
@@ -143,8 +144,11 @@ def _insert_ignore(conn: Connection, table: Any, rows: Sequence[Sequence[Any]]) 
     insert_rows(conn, table.name, [c.name for c in table.columns], rows, existing="skip")
 
 
-def _process_chunk(tasks: list[FileTask]) -> list[FileResult]:
-    return [process_file(task) for task in tasks]
+def _process_chunk(tasks: list[FileTask]) -> bytes:
+    """A chunk's results, pickled here: the pool's result thread then passes bytes on, and the
+    main thread unpickles them as it takes them, instead of two threads of the writing process
+    taking turns at the GIL."""
+    return pickle.dumps([process_file(task) for task in tasks], pickle.HIGHEST_PROTOCOL)
 
 
 def _results(
@@ -174,7 +178,7 @@ def _results(
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     room = threading.Semaphore(max(2 * jobs, AHEAD // size))
     # Futures in task order, then None; or the exception that stopped the feeder.
-    submitted: queue.SimpleQueue[Future[list[FileResult]] | BaseException | None]
+    submitted: queue.SimpleQueue[Future[bytes] | BaseException | None]
     submitted = queue.SimpleQueue()
     stop = threading.Event()
     # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
@@ -210,7 +214,7 @@ def _results(
         while (item := submitted.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
-            results = item.result()
+            results: list[FileResult] = pickle.loads(item.result())
             room.release()
             for result in results:
                 yield report(result)

@@ -211,7 +211,11 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             }
             for r in conn.execute(
                 select(ClaimState.__table__)
-                .where(ClaimState.claim_id == object_id, ClaimState.gen_from <= _head_number(conn))
+                .where(
+                    ClaimState.source_id == claim["source_id"],
+                    ClaimState.claim_id == object_id,
+                    ClaimState.gen_from <= _head_number(conn),
+                )
                 .order_by(ClaimState.gen_from, ClaimState.id)
             )
         ]

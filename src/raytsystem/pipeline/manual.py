@@ -415,9 +415,9 @@ def _owners(
     missing = sorted(claim_ids - set(owners))
     for part in state.chunks(missing):
         for cid, sid in conn.execute(
-            select(Row.claim_id, Row.source_id).where(
-                Row.claim_id.in_(part), state.active(Row, parent_number)
-            )
+            select(Row.claim_id, Row.source_id)
+            .join(Claim, (Claim.source_id == Row.source_id) & (Claim.id == Row.claim_id))
+            .where(Claim.id.in_(part), state.active(Row, parent_number))
         ):
             owners[cid] = sid
     return owners

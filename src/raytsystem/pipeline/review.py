@@ -276,8 +276,12 @@ def audit(
 
 def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
     rows = conn.execute(
-        select(ClaimStateRow.evidence_ids).where(
-            ClaimStateRow.claim_id == claim_id, ClaimStateRow.gen_from < number
+        select(ClaimStateRow.evidence_ids)
+        .join(Claim, Claim.source_id == ClaimStateRow.source_id)
+        .where(
+            Claim.id == claim_id,
+            ClaimStateRow.claim_id == claim_id,
+            ClaimStateRow.gen_from < number,
         )
     ).all()
     ids = {e for (ev,) in rows for e in json.loads(ev)}

@@ -15,7 +15,7 @@ in the transaction that moves the head.
 
 An ingest killed before that transaction leaves rows opened at an N that never became a
 generation: the next ingest, holding the same writer lock, deletes them before it writes
-(`start`), and `verify` reports them until then. Which sources are touched (changed, restated,
+(`start`: they are the newest rows), and `verify` reports them until then. Which sources are touched (changed, restated,
 removed) is staged in a TEMPORARY table: it belongs to the connection, and a crash leaves
 nothing of it.
 """
@@ -36,7 +36,7 @@ from ..model.generation import ClaimState, SourceState
 from ..storage.db import Ledger, _translate, insert_rows
 from .state import chunks
 
-COMMIT_EVERY = 10  # `batch` calls per ledger transaction
+COMMIT_EVERY = 30  # `batch` calls per ledger transaction
 
 _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
@@ -76,11 +76,35 @@ class Staging:
     def start(self, number: int) -> int:
         """Stage the states of generation `number` (the head's number + 1, read under the
         writer lock). Deletes what an ingest that did not finish wrote for it or later, and
-        returns how many such rows there were."""
+        returns how many such rows there were.
+
+        Claim states are only ever appended, by one writer at a time, so what an unfinished
+        ingest wrote is the newest rows by ID: reading back from the last row finds them at a
+        cost that follows what was left, without an index for it."""
         self.number = number
+        first_left = None
+        cursor = None
         with self.transaction() as conn:
+            while True:
+                rows = conn.execute(
+                    text(
+                        "SELECT id, gen_from FROM claim_states "
+                        + ("" if cursor is None else "WHERE id < :c ")
+                        + "ORDER BY id DESC LIMIT 500"
+                    ),
+                    {"c": cursor},
+                ).all()
+                ahead = [row_id for row_id, gen_from in rows if gen_from >= number]
+                if ahead:
+                    first_left = min(ahead)
+                if len(ahead) < len(rows) or not rows:
+                    break
+                cursor = rows[-1][0]
+            if first_left is None:
+                return 0
             left = conn.execute(
-                text("DELETE FROM claim_states WHERE gen_from >= :n"), {"n": number}
+                text("DELETE FROM claim_states WHERE id >= :i AND gen_from >= :n"),
+                {"i": first_left, "n": number},
             ).rowcount
         return int(left or 0)
 
@@ -197,8 +221,9 @@ class Staging:
             marks = ", ".join(f":c{i}" for i in range(len(part)))
             for cid, sid in self.conn.execute(
                 text(
-                    f"SELECT claim_id, source_id FROM claim_states WHERE claim_id IN ({marks}) "
-                    "AND gen_from = :n"
+                    "SELECT s.claim_id, s.source_id FROM claims c JOIN claim_states s "
+                    "ON s.source_id = c.source_id AND s.claim_id = c.id "
+                    f"WHERE c.id IN ({marks}) AND s.gen_from = :n"
                 ),
                 {"n": self.number, **{f"c{i}": c for i, c in enumerate(part)}},
             ):
@@ -258,7 +283,8 @@ class Staging:
             text(
                 "UPDATE claim_states SET gen_to = :n WHERE gen_to IS NULL AND gen_from < :n "
                 f"AND source_id IN ({touched}) AND NOT EXISTS (SELECT 1 FROM claim_states x "
-                "WHERE x.claim_id = claim_states.claim_id AND x.gen_from = :n "
+                "WHERE x.source_id = claim_states.source_id AND x.gen_to IS NULL "
+                "AND x.claim_id = claim_states.claim_id AND x.gen_from = :n "
                 "AND x.claim_hash = claim_states.claim_hash)"
             ),
             n,
@@ -268,8 +294,9 @@ class Staging:
             self.conn.execute(
                 text(
                     f"DELETE FROM claim_states WHERE gen_from = :n AND source_id IN ({marks}) "
-                    "AND EXISTS (SELECT 1 FROM claim_states o WHERE o.claim_id = claim_states.claim_id "
-                    "AND o.gen_from < :n AND o.gen_to IS NULL AND o.claim_hash = claim_states.claim_hash)"
+                    "AND EXISTS (SELECT 1 FROM claim_states o WHERE o.source_id = claim_states.source_id "
+                    "AND o.gen_to IS NULL AND o.claim_id = claim_states.claim_id AND o.gen_from < :n "
+                    "AND o.claim_hash = claim_states.claim_hash)"
                 ),
                 {**n, **{f"s{i}": sid for i, sid in enumerate(part)}},
             )

@@ -146,11 +146,7 @@ class SourceState(Base):
 
 class ClaimState(Base):
     __tablename__ = "claim_states"
-    __table_args__ = (
-        Index("ix_claim_states_claim", "claim_id", "gen_from"),
-        Index("ix_claim_states_source", "source_id", "gen_to"),
-        Index("ix_claim_states_from", "gen_from"),
-    )
+    __table_args__ = (Index("ix_claim_states_source", "source_id", "gen_to"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     claim_id: Mapped[str] = mapped_column(ForeignKey("claims.id"))
     source_id: Mapped[str] = mapped_column(ForeignKey("sources.id"))
