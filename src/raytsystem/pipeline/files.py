@@ -25,6 +25,7 @@ from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+from .staging import state_evidence
 
 MANUAL_PREFIX = "knowledge/manual/"
 
@@ -97,8 +98,9 @@ class FileResult:
     claims: list[Row] = field(default_factory=list)
     evidence: list[Row] = field(default_factory=list)  # claims[i]'s statement is evidence[i]
     # What the parent would otherwise compute, made here in the worker: each claim's state
-    # as `confirmed` with its one evidence (its state unless a directive changes it), the
-    # source's digest with those states, its index rows and their digest.
+    # as `confirmed` with its one evidence (its state unless a directive changes it), as
+    # `Staging.put_rows` takes it; the source's digest with those states, its index rows and
+    # their digest.
     claim_states: list[Row] = field(default_factory=list)
     source_digest: str = ""
     index_rows: list[Row] = field(default_factory=list)
@@ -228,7 +230,7 @@ def process_file(task: FileTask) -> FileResult:
         facts: list[ClaimFact] = []
         for c, e in pairs:
             digest = claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
-            states.append((c.id, source_id, "confirmed", digest, (e.id,)))
+            states.append((c.id, source_id, "confirmed", digest, state_evidence((e.id,))))
             facts.append(
                 ClaimFact(
                     c.id, digest, "confirmed", c.authority, c.statement, headings[e.segment_id]

@@ -313,7 +313,7 @@ class _Run:
                     self.states[sid] = SourceState(
                         sid, r.path, r.revision_id, nid, r.source_digest, ()
                     )
-                    self.stage.put_claims(sid, r.claim_states, had_states=r.path in self.active)
+                    self.stage.put_rows(sid, r.claim_states, had_states=r.path in self.active)
                     rows[sid] = r.index_rows
                     digests[sid] = r.index_digest
                 self.changed[r.path] = _slim(r)

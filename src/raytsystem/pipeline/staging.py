@@ -45,6 +45,12 @@ _SCHEMA = (
 _STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids", "gen_from")
 
 
+def state_evidence(evidence_ids: Iterable[str]) -> str:
+    """The `claim_states.evidence_ids` text of a state: its evidence IDs, sorted, as canonical
+    JSON (part of what `verify` re-derives)."""
+    return canonical_json(sorted(evidence_ids)).decode("utf-8")
+
+
 class Staging:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -163,11 +169,22 @@ class Staging:
         except OperationalError as exc:
             raise _translate(exc) from exc
 
-    def put_claims(
-        self, source_id: str, claims: Sequence[tuple[Any, ...]], *, had_states: bool = True
+    def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
+        """`put_rows` for claim states as objects (the manual layer's)."""
+        self.put_rows(
+            source_id,
+            [
+                (c.claim_id, c.source_id, c.status, c.claim_hash, state_evidence(c.evidence_ids))
+                for c in claims
+            ],
+        )
+
+    def put_rows(
+        self, source_id: str, rows: Sequence[tuple[Any, ...]], *, had_states: bool = True
     ) -> None:
         """Set the new claim states of one source (within the caller's transaction), replacing
-        any this ingest put before; each a `ClaimState` or the same fields as a plain tuple.
+        any this ingest put before. Each row has the first columns of `claim_states` (claim,
+        source, status, hash, evidence IDs as `state_evidence` gives them), in order.
         `had_states=False`: the source is new, so there is no parent state to compare with."""
         if source_id in self._put:
             self.conn.execute(
@@ -176,11 +193,7 @@ class Staging:
             )
         self._put.add(source_id)
         n = self.number
-        rows = [
-            (cid, sid, status, digest, canonical_json(sorted(evidence)).decode("utf-8"), n)
-            for cid, sid, status, digest, evidence in claims
-        ]
-        insert_rows(self.conn, "claim_states", _STATE_COLUMNS, rows)
+        insert_rows(self.conn, "claim_states", _STATE_COLUMNS, [(*row, n) for row in rows])
         new = {row[0]: row[3] for row in rows}
         old = self._open_states(source_id) if had_states else {}
         self._counts[source_id] = (
