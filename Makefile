@@ -18,4 +18,4 @@ bench:
 	uv run python -m bench
 
 demo:
-	uv run raytsystem ingest && uv run raytsystem query "what happens when a hash does not match"
+	uv run raytsystem ingest && uv run raytsystem query "what does a query do when a hash does not match"

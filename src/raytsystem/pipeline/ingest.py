@@ -6,14 +6,16 @@ The order of work is what makes a crash harmless:
 2. find the files that may have changed (stat cache) and process them in worker processes:
    raw blob, normalization blob, segments, claims, index rows (`files.process_file`);
 3. as the results stream in, batch by batch: write their immutable rows (content-addressed,
-   so writing them twice is harmless), stage their claim states in temporary tables
-   (`staging.py`) and put their index rows into the new index file, which has a temp name;
+   so writing them twice is harmless), write their claim states ahead, opened at the new
+   generation's number, which no reader asks for before the head moves there (`staging.py`),
+   and put their index rows into the new index file, which has a temp name;
 4. resolve the manual notes (citations, retractions) over the whole generation;
 5. if anything changed: compute the generation hash, publish the index file, and in one
    transaction insert the generation, close and open state intervals, and move the head.
 
 A kill before step 5 commits leaves the parent generation current and intact; what was written
-before is either immutable and reusable, or an unreferenced temp file. Memory stays bounded by
+before is immutable and reusable, an unreferenced temp file, or a claim state of a generation
+that does not exist, which the next ingest deletes before it writes. Memory stays bounded by
 a batch of results and one digest per source, whatever the size of the workspace.
 """
 
@@ -257,9 +259,9 @@ class _Run:
     started_at: str
     # Opened on first use: a run that changes nothing never copies the parent's index.
     # Written on this thread: the workers keep both cores busy, and a writer thread of its
-    # own only made the two SQLite connections contend (ADR 0014).
+    # own only made the two SQLite connections contend (ADR 0015).
     open_index: Callable[[], index_file.IndexWriter]
-    # Per changed source: its state, without claims (those are staged) except for notes.
+    # Per changed source: its state, without claims (written ahead already) except for notes.
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
@@ -540,6 +542,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             report.index_rebuilt = True
         report.seconds = time.monotonic() - started
         with run.stage.transaction() as conn:
+            run.stage.keep_only(())  # what the manual layer restated, the same as before
             _record_run(conn, run.started_at, None, report)
         return None
 
@@ -570,6 +573,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             raise RaytError(
                 "the current generation moved while this ingest ran", code="generation_moved"
             )
+        run.stage.keep_only(differing)
         run.stage.put_sources(differing.values(), removed)
         added, closed, restated = run.stage.apply()
         report.claims_added, report.claims_removed, report.claims_changed = added, closed, restated

@@ -42,6 +42,7 @@ _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
     "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
 )
+_DROP = ("DROP TABLE IF EXISTS pending_sources",)
 _STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids", "gen_from")
 
 
@@ -121,7 +122,13 @@ class Staging:
             self.conn.commit()
 
     def close(self) -> None:
-        """Leave the connection as it was found (it may go back to a pool)."""
+        """Leave the connection as it was found: it may go back to a pool (PostgreSQL), where
+        a temporary table would outlive this ingest and a relaxed sync setting would too."""
+        with contextlib.suppress(SQLAlchemyError):
+            self.conn.rollback()
+            for statement in _DROP:
+                self.conn.exec_driver_sql(statement)
+            self.conn.commit()
         with contextlib.suppress(SQLAlchemyError):
             self._set_synchronous("FULL")
 
@@ -205,6 +212,23 @@ class Staging:
             self._repeats.add(source_id)
         else:
             self._repeats.discard(source_id)
+
+    def keep_only(self, source_ids: Iterable[str]) -> None:
+        """Delete the states put for any other source (within the caller's transaction): a
+        source whose new state turned out the same as its parent's is not part of the new
+        generation's change, and an ingest that makes no generation keeps nothing."""
+        keep = set(source_ids)
+        drop = sorted(self._put - keep)
+        for part in chunks(drop):
+            marks = ", ".join(f":s{i}" for i in range(len(part)))
+            self.conn.execute(
+                text(f"DELETE FROM claim_states WHERE gen_from = :n AND source_id IN ({marks})"),
+                {"n": self.number, **{f"s{i}": sid for i, sid in enumerate(part)}},
+            )
+        for sid in drop:
+            self._put.discard(sid)
+            self._counts.pop(sid, None)
+            self._repeats.discard(sid)
 
     def _open_states(self, source_id: str) -> dict[str, str]:
         """claim ID -> claim hash of the source's states open before this ingest."""
