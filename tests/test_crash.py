@@ -14,6 +14,7 @@ import pytest
 from conftest import default_sigint, run_cli, write
 
 POINTS = [
+    "ingest.take",
     "ingest.before_publish",
     "ingest.after_normalize",
     "ingest.after_objects",
@@ -197,7 +198,7 @@ def test_a_killed_parallel_ingest_leaves_no_worker_holding_the_lock(workspace: P
     """Workers are forked with the writer lock's descriptor; they must die with the parent."""
     _many(workspace, 120, "first")
     killed = run_cli(
-        "ingest", "--jobs", "2", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_publish"}
+        "ingest", "--jobs", "2", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.take"}
     )
     assert killed.code == -signal.SIGKILL
     again = run_cli("ingest", "--lock-timeout", "10", "--json", cwd=workspace)
@@ -216,7 +217,7 @@ def test_a_worker_killed_mid_ingest_fails_the_run_and_commits_nothing(workspace:
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
     _many(workspace, 900, "second")
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.before_publish:4"}
+    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.take:4"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "raytsystem", "ingest", "--jobs", "2", "--json"],
         cwd=workspace,

@@ -265,6 +265,7 @@ class _Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
+    unpublished: list[tuple[str, str]] = field(default_factory=list)  # (address, staged file)
     _index: index_file.IndexWriter | None = None
 
     @property
@@ -283,6 +284,15 @@ class _Run:
             return None
         return self._index.built_from
 
+    def publish(self) -> None:
+        """Make the staged blobs durable, then visible at their addresses: before every commit
+        of the ledger (`Staging.before_commit`), so no committed row points to a blob that a
+        power cut could lose. Once per commit rather than per batch: each sync flushes
+        everything the file system holds dirty, the index being written included."""
+        faults.point("ingest.before_publish")
+        self.blobs.publish(self.unpublished)
+        self.unpublished.clear()
+
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
         new = [r for r in batch if r.outcome == "new"]
@@ -297,10 +307,10 @@ class _Run:
                 self.removed_paths.append(r.path)  # its content can no longer be ingested
         if not new:
             return
-        # The workers staged their new blobs unsynced: make them durable and visible before
-        # any row that points to them is committed.
-        faults.point("ingest.before_publish")
-        self.blobs.publish(staged for r in new for staged in r.staged)
+        faults.point("ingest.take")
+        # The workers staged their new blobs unsynced; they are published before the rows
+        # that point to them are committed (`publish`).
+        self.unpublished.extend(staged for r in new for staged in r.staged)
         rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
         with self.stage.batch() as conn:
@@ -457,6 +467,7 @@ def ingest(
             ),
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
+        stage.before_commit = run.publish
         try:
             with contextlib.closing(_results(tasks, jobs, progress)) as results:
                 for batch in _batches(results, BATCH):
