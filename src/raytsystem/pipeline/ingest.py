@@ -82,7 +82,8 @@ from .manual import resolve_manual
 from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
-BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
+BATCH = 100  # results taken (rows written) at once while the workers go on
+PUBLISH_EVERY = 1000  # staged blobs published together (and before every ledger commit)
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
@@ -287,8 +288,8 @@ class _Run:
     def publish(self) -> None:
         """Make the staged blobs durable, then visible at their addresses: before every commit
         of the ledger (`Staging.before_commit`), so no committed row points to a blob that a
-        power cut could lose. Once per commit rather than per batch: each sync flushes
-        everything the file system holds dirty, the index being written included."""
+        power cut could lose, and whenever PUBLISH_EVERY are waiting. Not once per batch: each
+        sync flushes everything the file system holds dirty, the index being written too."""
         faults.point("ingest.before_publish")
         self.blobs.publish(self.unpublished)
         self.unpublished.clear()
@@ -311,6 +312,8 @@ class _Run:
         # The workers staged their new blobs unsynced; they are published before the rows
         # that point to them are committed (`publish`).
         self.unpublished.extend(staged for r in new for staged in r.staged)
+        if len(self.unpublished) >= PUBLISH_EVERY:
+            self.publish()  # a share as the run goes, so the end has little left to link
         rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
         with self.stage.batch() as conn:
