@@ -82,8 +82,7 @@ from .manual import resolve_manual
 from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
-BATCH = 100  # results taken (rows written) at once while the workers go on
-PUBLISH_EVERY = 1000  # staged blobs published together (and before every ledger commit)
+BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
@@ -266,7 +265,6 @@ class _Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
-    unpublished: list[tuple[str, str]] = field(default_factory=list)  # (address, staged file)
     _index: index_file.IndexWriter | None = None
 
     @property
@@ -285,15 +283,6 @@ class _Run:
             return None
         return self._index.built_from
 
-    def publish(self) -> None:
-        """Make the staged blobs durable, then visible at their addresses: before every commit
-        of the ledger (`Staging.before_commit`), so no committed row points to a blob that a
-        power cut could lose, and whenever PUBLISH_EVERY are waiting. Not once per batch: each
-        sync flushes everything the file system holds dirty, the index being written too."""
-        faults.point("ingest.before_publish")
-        self.blobs.publish(self.unpublished)
-        self.unpublished.clear()
-
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
         new = [r for r in batch if r.outcome == "new"]
@@ -309,11 +298,10 @@ class _Run:
         if not new:
             return
         faults.point("ingest.take")
-        # The workers staged their new blobs unsynced; they are published before the rows
-        # that point to them are committed (`publish`).
-        self.unpublished.extend(staged for r in new for staged in r.staged)
-        if len(self.unpublished) >= PUBLISH_EVERY:
-            self.publish()  # a share as the run goes, so the end has little left to link
+        # The workers staged their new blobs unsynced: make them durable and visible before
+        # any row that points to them is committed.
+        faults.point("ingest.before_publish")
+        self.blobs.publish(staged for r in new for staged in r.staged)
         rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
         with self.stage.batch() as conn:
@@ -470,7 +458,6 @@ def ingest(
             ),
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
-        stage.before_commit = run.publish
         try:
             with contextlib.closing(_results(tasks, jobs, progress)) as results:
                 for batch in _batches(results, BATCH):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,8 +55,6 @@ def state_evidence(evidence_ids: Iterable[str]) -> str:
 class Staging:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        # Called before each commit of this connection: ingest publishes its staged blobs.
-        self.before_commit: Callable[[], None] | None = None
         if conn.dialect.name == "sqlite":
             # Ingest inserts rows keyed by hashes, all over every index: a page cache of 128 MiB
             # (instead of 2) keeps many of their pages in memory for the run. (256 MiB: 10,000
@@ -129,8 +127,7 @@ class Staging:
     def close(self) -> None:
         """Leave the connection as it was found: it may go back to a pool (PostgreSQL), where
         a temporary table would outlive this ingest and a relaxed sync setting would too.
-        What was not committed is rolled back, and nothing is published any more."""
-        self.before_commit = None
+        What was not committed is rolled back."""
         with contextlib.suppress(SQLAlchemyError):
             self.conn.rollback()
             for statement in _DROP:
@@ -153,7 +150,6 @@ class Staging:
             yield self.conn
             self._batches += 1
             if self._batches % COMMIT_EVERY == 0:
-                self._prepare_commit()
                 self.conn.commit()
         except OperationalError as exc:
             self.conn.rollback()
@@ -162,13 +158,8 @@ class Staging:
             self.conn.rollback()
             raise
 
-    def _prepare_commit(self) -> None:
-        if self.before_commit is not None:
-            self.before_commit()
-
     def commit(self) -> None:
         """Commit what `batch` left open, so other connections (the ledger readers) see it."""
-        self._prepare_commit()
         if self.conn.in_transaction():
             try:
                 self.conn.commit()
