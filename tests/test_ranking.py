@@ -151,17 +151,32 @@ def test_blocks_stay_exact_through_patches(conn: sqlite3.Connection) -> None:
     assert blocks == sources == 60  # 60 files, one deleted, one added
 
 
-def test_a_broken_block_is_reported(patched: Path, tmp_path: Path) -> None:
+_LAST_BLOCK = "source_rowid = (SELECT max(source_rowid) FROM blocks)"
+
+
+@pytest.mark.parametrize(
+    ("damage", "reported"),
+    [
+        (f"UPDATE blocks SET high = high - 1 WHERE {_LAST_BLOCK}", "does not span its rows"),
+        (
+            f"UPDATE blocks SET source_rowid = NULL WHERE {_LAST_BLOCK}",
+            "does not name its source row",
+        ),
+        (f"DELETE FROM blocks WHERE {_LAST_BLOCK}", "have no block"),
+        ("INSERT INTO blocks VALUES ('src_gone', NULL, 10000000, 10000001)", "has no rows"),
+    ],
+)
+def test_a_broken_block_is_reported(
+    patched: Path, tmp_path: Path, damage: str, reported: str
+) -> None:
     path, _ = _current_index(patched)
     copy = tmp_path / "copy.sqlite3"
     shutil.copyfile(path, copy)
     with sqlite3.connect(copy) as c:
-        c.execute(
-            "UPDATE blocks SET high = high - 1 WHERE source_rowid = (SELECT max(source_rowid) FROM blocks)"
-        )
+        c.execute(damage)
     with sqlite3.connect(copy) as c:
         problems = index_file.check_rows(c)
-    assert len(problems) == 1 and "does not span its rows" in problems[0]
+    assert len(problems) == 1 and reported in problems[0], problems
 
 
 def test_both_ways_of_finding_claims_agree(conn: sqlite3.Connection) -> None:

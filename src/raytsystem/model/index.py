@@ -9,8 +9,10 @@ Three FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the
 claims QUERY answers from; `segments_fts` has every segment, for browsing with `search`;
 `sources_fts` has one row per source with all its text, which QUERY uses as the context of a
 claim (is this document about the question at all?). `blocks` records the rowid range of each
-source's rows, which are always written together, so QUERY can search one source's claims.
-`docs` holds what a hit needs to be displayed and then checked against the ledger.
+source's rows, which are always written together, so QUERY can search one source's claims, and
+an ingest finds the rows of a source it replaces (`docs` has no index by source: keeping one in
+order cost 8% of an index's writing). `docs` holds what a hit needs to be displayed and then
+checked against the ledger.
 
 A new generation's index starts from the parent's rows (an older index about to be pruned,
 patched to them, or else a copy of the parent's file; see `IndexWriter`) and takes the changed
@@ -36,7 +38,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "6"
+FORMAT: Final = "7"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
@@ -54,9 +56,13 @@ CREATE TABLE docs (
     status TEXT NOT NULL,
     text TEXT NOT NULL
 );
-CREATE INDEX docs_source ON docs (source_id);
 CREATE TABLE source_digests (source_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
-CREATE TABLE blocks (source_rowid INTEGER PRIMARY KEY, low INTEGER NOT NULL, high INTEGER NOT NULL);
+CREATE TABLE blocks (
+    source_id TEXT PRIMARY KEY,
+    source_rowid INTEGER UNIQUE,  -- the source's own row; NULL if it has none
+    low INTEGER NOT NULL,
+    high INTEGER NOT NULL
+);
 CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE segments_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
 CREATE VIRTUAL TABLE sources_fts USING fts5(terms, heading, path, tokenize="{_TOKENIZE}");
@@ -257,15 +263,26 @@ def read_source_rows(
     out: dict[str, list[IndexRow]] = {}
     for source_id in source_ids:
         rows = out.setdefault(source_id, [])
+        block = _block(conn, source_id)
+        if block is None:
+            continue
         for kind, table in FTS_TABLES.items():
             rows += [
                 IndexRow(*r)
                 for r in conn.execute(
-                    _ROWS.format(table=table) + " AND d.source_id = ? ORDER BY d.rowid",
-                    (kind, source_id),
+                    _ROWS.format(table=table)
+                    + " AND d.rowid BETWEEN ? AND ? AND d.source_id = ? ORDER BY d.rowid",
+                    (kind, *block, source_id),
                 )
             ]
     return out
+
+
+def _block(conn: sqlite3.Connection, source_id: str) -> tuple[int, int] | None:
+    """The lowest and highest rowid of a source's rows, None if it has none."""
+    found = conn.execute("SELECT low, high FROM blocks WHERE source_id = ?", (source_id,))
+    row = found.fetchone()
+    return (row[0], row[1]) if row else None
 
 
 _ROWS = """
@@ -291,32 +308,29 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
             f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
             [(n, *r[10:]) for n, r in numbered if r[0] == kind],
         )
-    blocks: dict[str, list[int]] = {}  # source ID -> [its source row, lowest, highest rowid]
+    # source ID -> [its source row (None until seen), lowest, highest rowid]
+    blocks: dict[str, list[int | None]] = {}
     for n, r in numbered:
-        block = blocks.setdefault(r[3], [0, n, n])
+        block = blocks.setdefault(r[3], [None, n, n])
         block[2] = n
         if r[0] == "source":
             block[0] = n
     conn.executemany(
-        "INSERT INTO blocks (source_rowid, low, high) VALUES (?,?,?)",
-        [tuple(b) for b in blocks.values() if b[0]],
+        "INSERT INTO blocks (source_id, source_rowid, low, high) VALUES (?,?,?,?)",
+        [(source_id, *b) for source_id, b in blocks.items()],
     )
 
 
 def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None:
+    """Delete these sources' rows: each source's rows are its block's rowids (`_insert` writes
+    them together; `check_rows` checks it), and every rowid is in one full-text table."""
     for source_id in source_ids:
-        conn.execute(
-            "DELETE FROM blocks WHERE source_rowid IN "
-            "(SELECT rowid FROM docs WHERE source_id = ? AND kind = 'source')",
-            (source_id,),
-        )
-        for kind, table in FTS_TABLES.items():
-            conn.execute(
-                f"DELETE FROM {table} WHERE rowid IN "
-                "(SELECT rowid FROM docs WHERE source_id = ? AND kind = ?)",
-                (source_id, kind),
-            )
-        conn.execute("DELETE FROM docs WHERE source_id = ?", (source_id,))
+        block = _block(conn, source_id)
+        if block is not None:
+            for table in FTS_TABLES.values():
+                conn.execute(f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", block)
+            conn.execute("DELETE FROM docs WHERE rowid BETWEEN ? AND ?", block)
+            conn.execute("DELETE FROM blocks WHERE source_id = ?", (source_id,))
         conn.execute("DELETE FROM source_digests WHERE source_id = ?", (source_id,))
 
 
@@ -444,8 +458,9 @@ class IndexWriter:
             total = rows_digest(
                 dict(self.conn.execute("SELECT source_id, digest FROM source_digests"))
             )
-            # One block per source row (a small table; `docs` has a million rows at 10,000 files).
-            (sources,) = self.conn.execute("SELECT count(*) FROM blocks").fetchone()
+            # The sources with a row of their own (blocks is a small table; `docs` has a million
+            # rows at 10,000 files).
+            (sources,) = self.conn.execute("SELECT count(source_rowid) FROM blocks").fetchone()
             meta = {
                 "format": FORMAT,
                 "generation_hash": generation_hash,
@@ -602,20 +617,26 @@ def check_rows(conn: sqlite3.Connection) -> list[str]:
 
 
 def _check_blocks(conn: sqlite3.Connection) -> list[str]:
-    """Each source's block must be exactly the contiguous rowids of its rows (QUERY looks for a
-    source's claims only there)."""
+    """Each source's block must be exactly the contiguous rowids of its rows, and name its own
+    row (QUERY looks for a source's claims only there; an ingest deletes a source's rows by
+    it)."""
     problems = []
-    for source_id, low, high, first, last, count in conn.execute(
-        "SELECT s.source_id, b.low, b.high, min(d.rowid), max(d.rowid), count(*) "
-        "FROM docs s LEFT JOIN blocks b ON b.source_rowid = s.rowid "
-        "JOIN docs d ON d.source_id = s.source_id WHERE s.kind = 'source' GROUP BY s.rowid"
+    spans = {
+        source_id: (first, last, count)
+        for source_id, first, last, count in conn.execute(
+            "SELECT source_id, min(rowid), max(rowid), count(*) FROM docs GROUP BY source_id"
+        )
+    }
+    own = dict(conn.execute("SELECT source_id, rowid FROM docs WHERE kind = 'source'"))
+    for source_id, source_rowid, low, high in conn.execute(
+        "SELECT source_id, source_rowid, low, high FROM blocks"
     ):
-        if (low, high) != (first, last) or count != last - first + 1:
+        span = spans.pop(source_id, None)
+        if span is None:
+            problems.append(f"the block of source {source_id} has no rows")
+        elif (low, high) != span[:2] or span[2] != high - low + 1:
             problems.append(f"the block of source {source_id} does not span its rows")
-    (stray,) = conn.execute(
-        "SELECT count(*) FROM blocks WHERE source_rowid NOT IN "
-        "(SELECT rowid FROM docs WHERE kind = 'source')"
-    ).fetchone()
-    if stray:
-        problems.append(f"{stray} blocks belong to no source")
+        elif source_rowid != own.get(source_id):
+            problems.append(f"the block of source {source_id} does not name its source row")
+    problems += [f"the rows of source {source_id} have no block" for source_id in sorted(spans)]
     return problems
