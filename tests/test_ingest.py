@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
+import os
 import shutil
 import sqlite3
 from pathlib import Path
 
 from conftest import Backend, run_cli, write
+
+from raytsystem.pipeline import ingest as ingest_module
 
 
 def ingest(ws: Path, *args: str) -> dict:
@@ -187,3 +191,17 @@ def test_human_output_names_the_generation_and_findings(workspace: Path, backend
     with backend.db(workspace) as db:
         runs = db.execute("SELECT summary FROM ingest_runs ORDER BY id")
     assert json.loads(runs[-1][0])["findings"][0]["code"] == "binary_file"
+
+
+def _niceness_after_start(parent: int) -> int:
+    ingest_module._start_worker(parent)
+    return os.nice(0)
+
+
+def test_workers_run_nicer_than_the_writer() -> None:
+    # The writer must get a whole core whenever it has work (see WORKER_NICENESS).
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply(_niceness_after_start, (os.getpid(),))
+    assert got == min(19, os.nice(0) + ingest_module.WORKER_NICENESS)
+    assert ingest_module.WORKER_NICENESS > 0

@@ -84,6 +84,12 @@ from .staging import Staging, staging
 PARALLEL_THRESHOLD = 64
 BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
+# Workers run this much nicer than the writer. The writer is the one serial part: with equal
+# priorities, three busy processes on two cores each get two thirds of a core, the writer
+# falls behind, the workers fill their window and wait, and a core idles. Nicer workers leave
+# the writer a whole core whenever it has work and take every cycle it does not use
+# (10,000 files on 2 cores, interleaved: 45.7 s at 0, 42.9 s at 5, about 43-45 s at 10).
+WORKER_NICENESS = 5
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
@@ -153,6 +159,12 @@ def _process_chunk(tasks: list[FileTask]) -> bytes:
     return pickle.dumps([process_file(task) for task in tasks], pickle.HIGHEST_PROTOCOL)
 
 
+def _start_worker(parent: int) -> None:
+    die_with_parent(parent)
+    with contextlib.suppress(OSError):  # a process may not be allowed to change it: no matter
+        os.nice(WORKER_NICENESS)
+
+
 def _results(
     tasks: list[FileTask], jobs: int, progress: Progress | None
 ) -> Generator[FileResult, None, None]:
@@ -188,7 +200,7 @@ def _results(
     pool = ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork"),
-        initializer=die_with_parent,
+        initializer=_start_worker,
         initargs=(os.getpid(),),
     )
     # The first submit forks every worker: from this thread, before the feeder exists (a fork
