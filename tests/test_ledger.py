@@ -28,7 +28,13 @@ from alembic.script import ScriptDirectory
 from conftest import REPO, Backend, run_cli, write
 
 from raytsystem.errors import DatabaseError, SchemaTooNew
-from raytsystem.storage.db import Ledger, migrations_dir, open_ledger, sqlite_url
+from raytsystem.storage.db import (
+    SQLITE_PAGE_SIZE,
+    Ledger,
+    migrations_dir,
+    open_ledger,
+    sqlite_url,
+)
 from raytsystem.storage.db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
 from raytsystem.storage.models import Base
 
@@ -105,6 +111,7 @@ def test_open_ledger_creates_the_schema_with_alembic(ledger: Ledger, db_path: Pa
         ("foreign_keys", 1),
         ("busy_timeout", BUSY_TIMEOUT_MS),
         ("synchronous", 2),  # FULL
+        ("page_size", SQLITE_PAGE_SIZE),  # set when the ledger was made
     ],
 )
 def test_every_connection_gets_the_pragmas(ledger: Ledger, pragma: str, expected: object) -> None:
@@ -112,6 +119,14 @@ def test_every_connection_gets_the_pragmas(ledger: Ledger, pragma: str, expected
     for _ in range(2):
         with ledger.engine.connect() as conn:
             assert conn.exec_driver_sql(f"PRAGMA {pragma}").scalar() == expected
+
+
+def test_an_existing_ledger_keeps_its_page_size(db_path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("CREATE TABLE made_before (x)")
+    open_ledger(sqlite_url(db_path), create=True).close()
+    assert _sql(db_path, "PRAGMA page_size") == [(4096,)]
 
 
 def test_foreign_keys_are_enforced(ledger: Ledger) -> None:
