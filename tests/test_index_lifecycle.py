@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import run_cli, write
 
-from raytsystem.errors import NotFound
+from raytsystem.errors import IntegrityError, NotFound
 from raytsystem.model import index as index_file
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
@@ -209,3 +209,70 @@ def test_a_file_locked_by_an_ingest_is_missing_at_once(ws: Path) -> None:
         writer.close()
     with index_file.open_index(path, generation) as conn:  # free again: reads as before
         assert index_file.check_rows(conn) == []
+
+
+# --- blocks: how a writer finds the rows of the sources it replaces --------------------------
+
+
+def _row(kind: str, n: int, source: str) -> tuple[str, ...]:
+    """An index row (the fields of IndexRow) of `kind`, the n-th of `source`."""
+    return (kind, f"{kind}-{source}-{n}", "0" * 64, source, f"{source}.md", "[]", "paragraph",
+            "", "", "", f"word{n} common", "", source)  # fmt: skip
+
+
+def _writer(tmp_path: Path, rows: dict[str, list[tuple[str, ...]]]) -> index_file.IndexWriter:
+    writer = index_file.IndexWriter(tmp_path / "indexes")
+    writer.replace(rows)
+    return writer
+
+
+def test_a_source_without_a_row_of_its_own_has_a_block(tmp_path: Path) -> None:
+    # A source whose rows are segments only (no normalization to stand for it as a whole).
+    rows = {
+        "a": [_row("segment", 0, "a"), _row("source", 1, "a")],
+        "b": [_row("segment", 0, "b"), _row("segment", 1, "b")],
+    }
+    writer = _writer(tmp_path, rows)
+    path = tmp_path / "indexes" / "000001-0000000000000000.sqlite3"
+    writer.finish(path, "0" * 64, 1)
+    with sqlite3.connect(path) as conn:
+        assert index_file.check_rows(conn) == []
+        blocks = conn.execute("SELECT source_id, source_rowid, low, high FROM blocks").fetchall()
+        assert sorted(blocks) == [("a", 2, 1, 2), ("b", None, 3, 4)]
+        meta = index_file.read_meta(conn)
+        assert meta["source_count"] == "1"  # the sources QUERY weighs claims by
+        got = index_file.read_source_rows(conn, ["b", "a", "gone"])
+    assert got == {"b": rows["b"], "a": rows["a"], "gone": []}
+
+
+def test_a_replaced_source_leaves_no_row_and_others_keep_theirs(tmp_path: Path) -> None:
+    writer = _writer(tmp_path, {s: [_row("segment", 0, s), _row("source", 1, s)] for s in "abc"})
+    writer.replace({"b": [_row("segment", 5, "b")]})
+    writer.delete(["c"])
+    docs = writer.conn.execute("SELECT object_id FROM docs ORDER BY rowid").fetchall()
+    assert [d for (d,) in docs] == ["segment-a-0", "source-a-1", "segment-b-5"]
+    assert index_file._check_blocks(writer.conn) == []  # digests are recorded by finish()
+    fts = sum(writer.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in index_file.FTS_TABLES.values())  # fmt: skip
+    assert fts == 3
+    writer.abandon()
+
+
+def test_a_block_over_another_sources_row_is_refused(tmp_path: Path) -> None:
+    writer = _writer(tmp_path, {s: [_row("segment", 0, s), _row("source", 1, s)] for s in "ab"})
+    writer.conn.execute("UPDATE blocks SET high = high + 1 WHERE source_id = 'a'")
+    with pytest.raises(IntegrityError) as caught:
+        writer.delete(["a"])
+    assert caught.value.code == "index_corrupt"
+    (left,) = writer.conn.execute("SELECT count(*) FROM docs WHERE source_id = 'b'").fetchone()
+    assert left == 2  # b's rows are still there
+    writer.abandon()
+
+
+def test_rows_of_a_source_must_come_together(tmp_path: Path) -> None:
+    writer = index_file.IndexWriter(tmp_path / "indexes")
+    with pytest.raises(ValueError, match="not together"):
+        index_file._insert(
+            writer.conn, [_row("segment", 0, "a"), _row("segment", 0, "b"), _row("source", 1, "a")]
+        )
+    writer.abandon()

@@ -312,6 +312,8 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
     blocks: dict[str, list[int | None]] = {}
     for n, r in numbered:
         block = blocks.setdefault(r[3], [None, n, n])
+        if block[2] not in (n, n - 1):  # its rows must come together: a block is a range
+            raise ValueError(f"the rows of source {r[3]} are not together")
         block[2] = n
         if r[0] == "source":
             block[0] = n
@@ -322,14 +324,28 @@ def _insert(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
 
 
 def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None:
-    """Delete these sources' rows: each source's rows are its block's rowids (`_insert` writes
-    them together; `check_rows` checks it), and every rowid is in one full-text table."""
+    """Delete these sources' rows: each source's rows are exactly its block's rowids (`_insert`
+    writes them together; `check_rows` checks it), and every rowid is in one full-text table.
+    A block that holds another source's row is refused, never trusted: the index is corrupt."""
     for source_id in source_ids:
         block = _block(conn, source_id)
         if block is not None:
+            low, high = block
+            ours = "SELECT rowid FROM docs WHERE rowid BETWEEN ? AND ? AND source_id = ?"
             for table in FTS_TABLES.values():
-                conn.execute(f"DELETE FROM {table} WHERE rowid BETWEEN ? AND ?", block)
-            conn.execute("DELETE FROM docs WHERE rowid BETWEEN ? AND ?", block)
+                conn.execute(f"DELETE FROM {table} WHERE rowid IN ({ours})", (*block, source_id))
+            gone = conn.execute(
+                "DELETE FROM docs WHERE rowid BETWEEN ? AND ? AND source_id = ?",
+                (*block, source_id),
+            ).rowcount
+            (left,) = conn.execute(
+                "SELECT count(*) FROM docs WHERE rowid BETWEEN ? AND ?", block
+            ).fetchone()
+            if gone != high - low + 1 or left:
+                raise IntegrityError(
+                    f"the index block of source {source_id} does not hold exactly its rows",
+                    code="index_corrupt",
+                )
             conn.execute("DELETE FROM blocks WHERE source_id = ?", (source_id,))
         conn.execute("DELETE FROM source_digests WHERE source_id = ?", (source_id,))
 
