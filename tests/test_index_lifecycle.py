@@ -276,3 +276,22 @@ def test_rows_of_a_source_must_come_together(tmp_path: Path) -> None:
             writer.conn, [_row("segment", 0, "a"), _row("segment", 0, "b"), _row("source", 1, "a")]
         )
     writer.abandon()
+
+
+def test_a_damaged_block_in_the_parent_fails_closed_until_rebuilt(ws: Path) -> None:
+    (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).unlink()  # the parent is copied
+    (parent,) = index_file.index_files(ws / ".raytsystem" / "indexes")
+    with sqlite3.connect(parent) as conn:
+        # The first source's block swallows the first row after it: another source's.
+        source, path = conn.execute(
+            "SELECT b.source_id, d.source_path FROM blocks b "
+            "JOIN docs d ON d.rowid = b.source_rowid ORDER BY b.low LIMIT 1"
+        ).fetchone()
+        conn.execute("UPDATE blocks SET high = high + 1 WHERE source_id = ?", (source,))
+    write(ws, path, "# Changed\n\nThis source changes, and its block is wrong.\n")
+    failed = run_cli("ingest", "--json", cwd=ws, env=SQLITE)
+    assert failed.code == 3, failed.stdout
+    assert failed.json()["error"]["code"] == "index_corrupt"
+    assert "index rebuild" in failed.json()["error"]["message"]
+    assert run_cli("index", "rebuild", cwd=ws, env=SQLITE).code == 0
+    assert ingest(ws)["generation"]["number"] == 2

@@ -343,7 +343,9 @@ def _delete_sources(conn: sqlite3.Connection, source_ids: Iterable[str]) -> None
             ).fetchone()
             if gone != high - low + 1 or left:
                 raise IntegrityError(
-                    f"the index block of source {source_id} does not hold exactly its rows",
+                    f"the index block of source {source_id} does not hold exactly its rows: "
+                    "the index this one starts from is damaged (`raytsystem index rebuild` "
+                    "makes the current generation's again from the ledger)",
                     code="index_corrupt",
                 )
             conn.execute("DELETE FROM blocks WHERE source_id = ?", (source_id,))
