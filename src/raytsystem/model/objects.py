@@ -9,10 +9,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-import blake3
-
 from ..canonical import Shape
-from ..ids import identity_digest
+from ..ids import identity_digest, shaped_hash
 
 
 class SegmentRow(NamedTuple):
@@ -67,8 +65,9 @@ def claim_hash(
 ) -> str:
     """The hash a generation records for a claim: content, status and evidence together
     (`object_hash("claim", {...})` of these fields, through a precompiled shape)."""
-    encoded = _CLAIM_HASH.values(claim, statement, authority, status, sorted(evidence_ids), "claim")
-    return blake3.blake3(encoded).hexdigest()
+    return shaped_hash(
+        _CLAIM_HASH, claim, statement, authority, status, sorted(evidence_ids), "claim"
+    )
 
 
 def statement_of(excerpt: str) -> str:

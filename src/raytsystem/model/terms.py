@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
 
@@ -279,11 +280,16 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+def _ascii_terms(text: str) -> Iterator[str]:
+    """`terms` of ASCII text (most indexed text): NFKC leaves ASCII as it is, and casefold()
+    is lower() there."""
+    return map(_stem, _RUN.findall(text.lower()))
+
+
 def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     """The search terms of `text`, in order, with repeats."""
     if text.isascii() and not drop_stopwords:
-        # Most indexed text: NFKC leaves ASCII as it is and casefold() is lower() there.
-        return list(map(_stem, _RUN.findall(text.lower())))
+        return list(_ascii_terms(text))
     folded = unicodedata.normalize("NFKC", text).casefold()
     if not drop_stopwords and not _HAS_CJK.search(folded):
         # Most text: every run of letters and digits is one word (ingest's hot path, the
@@ -309,6 +315,6 @@ def _by_script(folded: str, drop_stopwords: bool) -> list[str]:
 
 def term_text(text: str) -> str:
     """Terms joined by spaces: the form stored in the FTS5 columns."""
-    if text.isascii():  # as in `terms`, without the list
-        return " ".join(map(_stem, _RUN.findall(text.lower())))
+    if text.isascii():
+        return " ".join(_ascii_terms(text))
     return " ".join(terms(text))

@@ -15,9 +15,9 @@ in the transaction that moves the head.
 
 An ingest killed before that transaction leaves rows opened at an N that never became a
 generation: the next ingest, holding the same writer lock, deletes them before it writes
-(`start`: they are the newest rows), and `verify` reports them until then. Which sources are touched (changed, restated,
-removed) is staged in a TEMPORARY table: it belongs to the connection, and a crash leaves
-nothing of it.
+(`start`: they are the newest rows), and `verify` reports them until then. Which sources are
+touched (changed, restated, removed) is staged in a TEMPORARY table: it belongs to the
+connection, and a crash leaves nothing of it.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from ..canonical import canonical_json
 from ..model.generation import ClaimState, SourceState
 from ..storage.db import Ledger, _translate, insert_rows
+from ..storage.sql import expand
 from .state import chunks
 
 COMMIT_EVERY = 30  # `batch` calls per ledger transaction
@@ -224,10 +225,10 @@ class Staging:
         keep = set(source_ids)
         drop = sorted(self._put - keep)
         for part in chunks(drop):
-            marks = ", ".join(f":s{i}" for i in range(len(part)))
+            marks, params = expand("s", part)
             self.conn.execute(
                 text(f"DELETE FROM claim_states WHERE gen_from = :n AND source_id IN ({marks})"),
-                {"n": self.number, **{f"s{i}": sid for i, sid in enumerate(part)}},
+                {"n": self.number, **params},
             )
         for sid in drop:
             self._put.discard(sid)
@@ -259,14 +260,14 @@ class Staging:
     def owners(self, claim_ids: Iterable[str]) -> dict[str, str]:
         out: dict[str, str] = {}
         for part in chunks(sorted(set(claim_ids))):
-            marks = ", ".join(f":c{i}" for i in range(len(part)))
+            marks, params = expand("c", part)
             for cid, sid in self.conn.execute(
                 text(
                     "SELECT s.claim_id, s.source_id FROM claims c JOIN claim_states s "
                     "ON s.source_id = c.source_id AND s.claim_id = c.id "
                     f"WHERE c.id IN ({marks}) AND s.gen_from = :n"
                 ),
-                {"n": self.number, **{f"c{i}": c for i, c in enumerate(part)}},
+                {"n": self.number, **params},
             ):
                 out[cid] = sid
         return out
@@ -331,7 +332,7 @@ class Staging:
             n,
         )
         for part in chunks(sorted(self._repeats)):
-            marks = ", ".join(f":s{i}" for i in range(len(part)))
+            marks, params = expand("s", part)
             self.conn.execute(
                 text(
                     f"DELETE FROM claim_states WHERE gen_from = :n AND source_id IN ({marks}) "
@@ -339,7 +340,7 @@ class Staging:
                     "AND o.gen_to IS NULL AND o.claim_id = claim_states.claim_id AND o.gen_from < :n "
                     "AND o.claim_hash = claim_states.claim_hash)"
                 ),
-                {**n, **{f"s{i}": sid for i, sid in enumerate(part)}},
+                {**n, **params},
             )
         added = sum(c[0] for c in self._counts.values())
         removed = sum(c[1] for c in self._counts.values()) + int(removed_ids)
