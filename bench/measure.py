@@ -2,7 +2,9 @@
 
 `run_process` times a command by wall clock and collects that one child's resource usage with
 `os.wait4`, so `max_rss_kib` is the high-water mark of the child or of any process it waited
-for (Linux reports the largest single process, e.g. one ingest worker, not a sum). Optionally
+for (Linux reports the largest single process, e.g. one ingest worker, not a sum), and the CPU
+seconds (user and system) are those of the child and of every process it waited for (an
+ingest's workers included). Optionally
 a sampler thread also sums the proportional set size (PSS, shared pages split fairly) of the
 whole process tree every 0.2 s: a sampled estimate of the total, which a fork pool makes
 larger than any single process.
@@ -34,6 +36,8 @@ class ProcResult:
     stderr: str
     max_rss_kib: int
     tree_peak_pss_kib: int | None = None
+    user_s: float | None = None  # CPU seconds, the child's and its waited-for descendants'
+    system_s: float | None = None
 
     def check(self) -> ProcResult:
         """Raise with the command's own error output if it failed."""
@@ -131,10 +135,12 @@ def run_process(
         returncode = os.waitstatus_to_exitcode(status)
         proc.returncode = returncode  # reaped here; keep Popen from waiting again
         max_rss = usage.ru_maxrss
+        cpu: tuple[float | None, float | None] = (usage.ru_utime, usage.ru_stime)
     else:  # pragma: no cover - platforms without wait4
         returncode = proc.wait()
         seconds = time.perf_counter() - started
         max_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        cpu = (None, None)
     if sampler:
         sampler.stop.set()
         sampler.join()
@@ -150,6 +156,7 @@ def run_process(
         b"".join(err).decode("utf-8", "replace"),
         int(max_rss),
         sampler.peak if sampler else None,
+        *cpu,
     )
 
 

@@ -77,6 +77,45 @@ def _parse_rate(before: dict[str, Any], after: dict[str, Any] | None) -> tuple[A
     return mean, f"{note}; mean of {before['mb_per_s']} before and {after['mb_per_s']} after ingest"
 
 
+def _cpu_figures(
+    cold: dict[str, Any], before: dict[str, Any], after: dict[str, Any] | None
+) -> list[Figure]:
+    """What the cold ingest cost in CPU (its workers included), against parsing's CPU.
+
+    Ingest ÷ parse in MB/s is this work ratio divided by the cores kept busy: 0.5 × on two
+    busy cores needs the whole ingest to cost at most 4 × the parse. A large system share
+    points at the machine (e.g. ext4 without a journal right after many files were deleted:
+    ADR 0016), not at the code."""
+    user, system = cold.get("cpu_user_s"), cold.get("cpu_system_s")
+    if user is None or system is None:
+        return []  # results saved before these were measured, or no wait4
+    total = user + system
+    runs = [r for r in (before, after) if r and r.get("cpu_seconds")]
+    parse_cpu = sum(r["cpu_seconds"] / r["files"] for r in runs) / len(runs) if runs else None
+    ingest_cpu = total / cold["files"] if cold.get("files") else None
+    return [
+        _fig(
+            "ingest",
+            "cold ingest CPU (user + system)",
+            round(total, 1),
+            "s",
+            note=(
+                f"user {user:.1f} s, system {system:.1f} s ({system / total:.0%} in the kernel); "
+                f"{total / cold['wall_s']:.2f} cores busy on average"
+                if total and cold.get("wall_s")
+                else ""
+            ),
+        ),
+        _fig(
+            "ingest",
+            "  ingest CPU ÷ parse CPU, per file",
+            _ratio(ingest_cpu, parse_cpu),
+            "×",
+            note="0.5 × needs at most 4 × with two cores kept busy",
+        ),
+    ]
+
+
 def figures(result: dict[str, Any]) -> list[Figure]:
     """Every figure of a run, with its target and status where the brief sets one."""
     m = result["measurements"]
@@ -123,6 +162,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             ">= 0.5",
             note=f"ingest uses {jobs} process(es), the parse baseline 1",
         ),
+        *_cpu_figures(cold, parse, m.get("parse_after")),
         _fig(
             "ingest",
             "ingest peak RSS (largest process)",

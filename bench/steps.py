@@ -24,6 +24,10 @@ BLAKE3_SAMPLE_BYTES = 64 * 1024 * 1024
 # --- in-process baselines -----------------------------------------------------------------
 
 
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def parse_baseline(files: list[Path]) -> dict[str, Any]:
     """markdown-it-py over every Markdown file, one process, reading and decoding not timed."""
     from raytsystem.model.adapters import media_type_for
@@ -42,14 +46,16 @@ def parse_baseline(files: list[Path]) -> dict[str, Any]:
         size += len(data)
     parser = make_parser()
     parser.parse("# warm up\n\nThe parser compiles its rules on first use.\n")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for text in texts:
         parser.parse(text)
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     return {
         "files": len(texts),
         "bytes": size,
         "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu, 4),
         "files_per_s": round(len(texts) / seconds, 1) if seconds else None,
         "mb_per_s": round(size / 1e6 / seconds, 2) if seconds else None,
     }
@@ -103,6 +109,9 @@ def cold_ingest(cli: Cli, jobs: int | None, corpus_bytes: int) -> dict[str, Any]
         "finding_codes": dict(Counter(f["code"] for f in report["findings"])),
         "generation": report["generation"],
         "max_rss_mib": round(proc.max_rss_kib / 1024, 1),
+        # CPU of the ingest and its workers: the work done, whatever the number of cores
+        "cpu_user_s": _rounded(proc.user_s),
+        "cpu_system_s": _rounded(proc.system_s),
         "tree_peak_pss_mib": (
             round(proc.tree_peak_pss_kib / 1024, 1) if proc.tree_peak_pss_kib else None
         ),

@@ -1,0 +1,59 @@
+"""The benchmark's own measurements: what it reports must be what happened."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from bench.measure import run_process
+from bench.report import _cpu_figures
+
+# A child that burns CPU in two worker processes and reports what they used.
+_POOL = textwrap.dedent(
+    """
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    def burn(seconds):
+        started = time.process_time()
+        while time.process_time() - started < seconds:
+            pass
+        return time.process_time() - started
+
+    if __name__ == "__main__":
+        with ProcessPoolExecutor(2) as pool:
+            print(sum(pool.map(burn, [0.3, 0.3])))
+    """
+)
+
+
+def test_run_process_counts_the_cpu_of_the_workers_it_waited_for(tmp_path):
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL)
+    result = run_process([sys.executable, str(script)]).check()
+    workers = float(result.stdout)
+    assert workers >= 0.6
+    assert result.user_s is not None and result.system_s is not None
+    assert result.user_s + result.system_s >= workers
+
+
+def _runs(cpu: tuple[float, float] | None) -> tuple[dict, dict, dict]:
+    """A cold ingest of 1,000 files in 10 s, and parse baselines of 4 and 6 ms per file."""
+    cold: dict = {"wall_s": 10.0, "files": 1000}
+    if cpu is not None:
+        cold["cpu_user_s"], cold["cpu_system_s"] = cpu
+    before = {"files": 1000, "cpu_seconds": 4.0}
+    after = {"files": 1000, "cpu_seconds": 6.0}
+    return cold, before, after
+
+
+def test_cpu_figures_divide_the_ingest_work_by_the_parse_work():
+    total, ratio = _cpu_figures(*_runs((18.0, 2.0)))
+    assert total.value == 20.0
+    assert "10% in the kernel" in total.note and "2.00 cores busy" in total.note
+    # 20 ms of CPU per file against parsing's 5 ms per file (the mean of both runs): 4 x
+    assert ratio.value == 4.0
+
+
+def test_results_saved_without_cpu_figures_report_none():
+    assert _cpu_figures(*_runs(None)) == []
