@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import textwrap
 
+import pytest
+
+from bench.instructions import _count
 from bench.measure import run_process
 from bench.report import _cpu_figures
 
@@ -57,3 +61,11 @@ def test_cpu_figures_divide_the_ingest_work_by_the_parse_work():
 
 def test_results_saved_without_cpu_figures_report_none():
     assert _cpu_figures(*_runs(None)) == []
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instruction_counts_follow_the_work_done():
+    idle = _count([sys.executable, "-c", "pass"])
+    busy = _count([sys.executable, "-c", "sum(range(2_000_000))"])
+    assert idle > 1_000_000  # an interpreter's start-up alone
+    assert busy > idle + 10_000_000  # two million additions, several instructions each

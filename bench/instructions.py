@@ -1,0 +1,132 @@
+"""`uv run python -m bench.instructions`: what a cold ingest costs per file, in instructions.
+
+Wall and CPU time drift by 10% on a shared machine, which hides any change smaller than that.
+Instruction counts do not: this runs, under `valgrind --tool=callgrind`, a serial cold ingest
+(`ingest --jobs 1`: the workers' and the writer's work in one process) and markdown-it-py
+parsing the same files, each once with the first file only and once with all of them, and
+reports the difference per file. Start-up, imports and warm-up cancel out; what is left is the
+cost of one more file, the same on every run of the same code and corpus (to about 0.1%).
+
+The ratio of the two is the ingest's work against parsing's. It counts user-space instructions
+only (no kernel time, no waiting) and an instruction of SQLite is not an instruction of Python
+bytecode in time, so it guides work on the code; `python -m bench` says how fast it is.
+Valgrind runs programs about 50 times slower: 100 files take about two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import corpus
+
+_COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
+
+# Parse every Markdown file under a folder, in path order, as the parse baseline does.
+_PARSE = """
+import sys
+from pathlib import Path
+from raytsystem.model.adapters.markdown import make_parser
+parser = make_parser()
+for path in sorted(Path(sys.argv[1]).rglob("*.md")):
+    parser.parse(path.read_text(encoding="utf-8"))
+"""
+
+
+class NoValgrind(Exception):
+    pass
+
+
+def _count(argv: list[str]) -> int:
+    """Instructions a command executes (its own process; it must not start others)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise NoValgrind("valgrind is not installed (Debian: apt-get install valgrind)")
+    proc = subprocess.run(
+        [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = _COLLECTED.findall(proc.stderr)
+    if proc.returncode != 0 or len(found) != 1:
+        raise RuntimeError(f"{' '.join(argv)} under valgrind failed: {proc.stderr[-2000:]}")
+    return int(found[0])
+
+
+def _workspace(base: Path, name: str, files: list[Path], root: Path) -> Path:
+    ws = base / name
+    for path in files:
+        target = ws / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    cli = [sys.executable, "-m", "raytsystem", "--workspace", str(ws)]
+    subprocess.run([*cli, "init"], check=True, capture_output=True)
+    return ws
+
+
+def measure(root: Path, files: int) -> dict[str, Any]:
+    """Instructions per file of a serial cold ingest and of parsing, over the first `files`
+    Markdown files of `root` (after a first one that both runs have)."""
+    paths = sorted(root.rglob("*.md"))[: files + 1]
+    if len(paths) < 2:
+        raise ValueError(f"{root} has fewer than two Markdown files")
+    with tempfile.TemporaryDirectory(prefix="raytinstr-") as tmp:
+        base = Path(tmp)
+        counts: dict[str, int] = {}
+        for name, chosen in (("one", paths[:1]), ("all", paths)):
+            ws = _workspace(base, name, chosen, root)
+            cli = [sys.executable, "-m", "raytsystem", "--workspace", str(ws)]
+            counts[f"ingest_{name}"] = _count([*cli, "ingest", "--jobs", "1", "--json"])
+            counts[f"parse_{name}"] = _count([sys.executable, "-c", _PARSE, str(ws)])
+    n = len(paths) - 1
+    ingest = (counts["ingest_all"] - counts["ingest_one"]) / n
+    parse = (counts["parse_all"] - counts["parse_one"]) / n
+    return {
+        "files": n,
+        "bytes": sum(p.stat().st_size for p in paths[1:]),
+        "ingest_instructions_per_file": round(ingest),
+        "parse_instructions_per_file": round(parse),
+        "ratio": round(ingest / parse, 3) if parse > 0 else None,
+        "counts": counts,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
+    parser.add_argument("--files", type=int, default=100, help="files measured (default 100)")
+    parser.add_argument("--source", type=Path, help="a folder of Markdown files instead")
+    parser.add_argument("--seed", type=int, default=1, help="synthetic corpus seed (default 1)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.source is not None:
+            result = measure(args.source, args.files)
+        else:
+            with tempfile.TemporaryDirectory(prefix="raytinstr-corpus-") as tmp:
+                corpus.generate(Path(tmp), corpus.CorpusSpec(args.files + 1, args.seed))
+                result = measure(Path(tmp), args.files)
+    except NoValgrind as exc:
+        print(f"python -m bench.instructions: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"{result['files']} files, {result['bytes'] / 1e3:.0f} KB: cold ingest "
+            f"{result['ingest_instructions_per_file'] / 1e6:.2f} M instructions per file, "
+            f"markdown-it-py parse {result['parse_instructions_per_file'] / 1e6:.2f} M: "
+            f"{result['ratio']} x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
