@@ -82,17 +82,20 @@ def _cpu_figures(
 ) -> list[Figure]:
     """What the cold ingest cost in CPU (its workers included), against parsing's CPU.
 
-    Ingest ÷ parse in MB/s is this work ratio divided by the cores kept busy: 0.5 × on two
-    busy cores needs the whole ingest to cost at most 4 × the parse. A large system share
-    points at the machine (e.g. ext4 without a journal right after many files were deleted:
-    ADR 0016), not at the code."""
+    The work ratio is the ingest's CPU per byte over parsing's CPU per byte (the mean of the
+    runs before and after the ingest). Ingest ÷ parse in MB/s is then the cores kept busy
+    divided by the work ratio: 0.5 × on two busy cores needs the whole ingest, start-up and
+    the end included, to cost at most 4 × the parse. A large system share is the kernel's
+    work: the writer re-reading and rewriting pages, or the machine (ext4 without a journal
+    right after many files were deleted); ADR 0017."""
     user, system = cold.get("cpu_user_s"), cold.get("cpu_system_s")
     if user is None or system is None:
         return []  # results saved before these were measured, or no wait4
     total = user + system
-    runs = [r for r in (before, after) if r and r.get("cpu_seconds")]
-    parse_cpu = sum(r["cpu_seconds"] / r["files"] for r in runs) / len(runs) if runs else None
-    ingest_cpu = total / cold["files"] if cold.get("files") else None
+    runs = [r for r in (before, after) if r and r.get("cpu_seconds") and r.get("bytes")]
+    parse_cpu = sum(r["cpu_seconds"] / r["bytes"] for r in runs) / len(runs) if runs else None
+    ingest_cpu = total / cold["bytes"] if cold.get("bytes") else None
+    busy = total / cold["wall_s"] if cold.get("wall_s") else None
     return [
         _fig(
             "ingest",
@@ -101,17 +104,17 @@ def _cpu_figures(
             "s",
             note=(
                 f"user {user:.1f} s, system {system:.1f} s ({system / total:.0%} in the kernel); "
-                f"{total / cold['wall_s']:.2f} cores busy on average"
-                if total and cold.get("wall_s")
+                f"{busy:.2f} cores busy on average"
+                if total and busy
                 else ""
             ),
         ),
         _fig(
             "ingest",
-            "  ingest CPU ÷ parse CPU, per file",
+            "  ingest CPU ÷ parse CPU, per byte",
             _ratio(ingest_cpu, parse_cpu),
             "×",
-            note="0.5 × needs at most 4 × with two cores kept busy",
+            note="0.5 × needs at most 2 × the cores kept busy (4 × on two)",
         ),
     ]
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import textwrap
 
 import pytest
 
-from bench.instructions import _count
+from bench.instructions import _count, measure
 from bench.measure import run_process
 from bench.report import _cpu_figures
 
@@ -31,6 +32,7 @@ _POOL = textwrap.dedent(
 )
 
 
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="no os.wait4 on this platform")
 def test_run_process_counts_the_cpu_of_the_workers_it_waited_for(tmp_path):
     script = tmp_path / "pool.py"
     script.write_text(_POOL)
@@ -42,12 +44,12 @@ def test_run_process_counts_the_cpu_of_the_workers_it_waited_for(tmp_path):
 
 
 def _runs(cpu: tuple[float, float] | None) -> tuple[dict, dict, dict]:
-    """A cold ingest of 1,000 files in 10 s, and parse baselines of 4 and 6 ms per file."""
-    cold: dict = {"wall_s": 10.0, "files": 1000}
+    """A cold ingest of 5 MB in 10 s, and parse baselines of 4 and 6 s for the same 5 MB."""
+    cold: dict = {"wall_s": 10.0, "files": 1000, "bytes": 5_000_000}
     if cpu is not None:
         cold["cpu_user_s"], cold["cpu_system_s"] = cpu
-    before = {"files": 1000, "cpu_seconds": 4.0}
-    after = {"files": 1000, "cpu_seconds": 6.0}
+    before = {"files": 1000, "bytes": 5_000_000, "cpu_seconds": 4.0}
+    after = {"files": 1000, "bytes": 5_000_000, "cpu_seconds": 6.0}
     return cold, before, after
 
 
@@ -55,7 +57,7 @@ def test_cpu_figures_divide_the_ingest_work_by_the_parse_work():
     total, ratio = _cpu_figures(*_runs((18.0, 2.0)))
     assert total.value == 20.0
     assert "10% in the kernel" in total.note and "2.00 cores busy" in total.note
-    # 20 ms of CPU per file against parsing's 5 ms per file (the mean of both runs): 4 x
+    # 20 s of CPU for the bytes parsing takes 5 s for (the mean of both runs): 4 x
     assert ratio.value == 4.0
 
 
@@ -65,7 +67,21 @@ def test_results_saved_without_cpu_figures_report_none():
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_instruction_counts_follow_the_work_done():
-    idle = _count([sys.executable, "-c", "pass"])
-    busy = _count([sys.executable, "-c", "sum(range(2_000_000))"])
+    idle, _ = _count([sys.executable, "-c", "pass"])
+    busy, _ = _count([sys.executable, "-c", "sum(range(2_000_000))"])
     assert idle > 1_000_000  # an interpreter's start-up alone
     assert busy > idle + 10_000_000  # two million additions, several instructions each
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_measure_an_ingest_of_every_file_of_any_folder(tmp_path):
+    # Paths the default include globs would not take: the tool puts them under docs/.
+    source = tmp_path / "pages" / "common"
+    source.mkdir(parents=True)
+    (source / "a.md").write_text("# A\n\nThe first file is the warm-up.\n")
+    (source / "b.md").write_text("# B\n\nOne sentence here. Another one follows it.\n")
+    result = measure(tmp_path / "pages", 1)
+    assert result["files"] == 1
+    assert result["parse_instructions_per_file"] > 0
+    assert result["ingest_instructions_per_file"] > result["parse_instructions_per_file"]

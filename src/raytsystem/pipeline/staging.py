@@ -41,8 +41,8 @@ COMMIT_EVERY = 30  # `batch` calls per ledger transaction
 # The ingest connection's SQLite page cache. Past 10,000 files the B-trees of random IDs
 # outgrow it and every insert pays for reading and rewriting pages: at 50,000 files the writer
 # becomes the bottleneck (1.55 of 2 cores busy). 256 MiB instead of 128: a cold ingest of 50,000
-# files in 222 s instead of 252 s (system time 44 s instead of 66 s), peak RSS 780 MiB instead
-# of 645 MiB; no difference beyond noise at 10,000 (ADR 0017).
+# files (alone, back to back) in 222 s instead of 252 s (system time 44 s instead of 66 s), peak
+# RSS 780 MiB instead of 645 MiB; no difference beyond noise at 10,000 (ADR 0017).
 LEDGER_CACHE_MIB = 256
 
 _SCHEMA = (
