@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus
+from .cli import Cli
 
 _COLLECTED = re.compile(r"==\d+== Collected : (\d+)")
 
@@ -48,13 +48,10 @@ class NoValgrind(Exception):
     pass
 
 
-# The same hash seed for every run: dict and set orders, and so the work, repeat exactly.
-_ENV = {**os.environ, "PYTHONHASHSEED": "0"}
-
-
-def _count(argv: list[str]) -> tuple[int, str]:
+def _count(argv: list[str], cli: Cli) -> tuple[int, str]:
     """Instructions a command executes (its own process; it must not start others), and what
-    it printed."""
+    it printed; in `cli`'s environment, with one hash seed for every run (dict and set orders,
+    and so the work, repeat exactly)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise NoValgrind("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -63,7 +60,8 @@ def _count(argv: list[str]) -> tuple[int, str]:
         capture_output=True,
         text=True,
         check=False,
-        env=_ENV,
+        env={**cli.env, "PYTHONHASHSEED": "0"},
+        cwd=cli.workspace,
     )
     found = _COLLECTED.findall(proc.stderr)
     if proc.returncode != 0 or len(found) != 1:
@@ -71,16 +69,18 @@ def _count(argv: list[str]) -> tuple[int, str]:
     return int(found[0]), proc.stdout
 
 
-def _workspace(base: Path, name: str, files: list[Path], root: Path) -> Path:
-    """A new workspace with `files` under `docs/` (which the default include globs take)."""
+def _workspace(base: Path, name: str, files: list[Path], root: Path) -> Cli:
+    """A new workspace with `files` under `docs/` (which the default include globs take), and
+    its CLI, with bytecode cached under `base` (a run that compiled its imports would count
+    the compiling)."""
     ws = base / name
     for path in files:
         target = ws / "docs" / path.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-    cli = [sys.executable, "-m", "raytsystem", "--workspace", str(ws)]
-    subprocess.run([*cli, "init"], check=True, capture_output=True, env=_ENV)
-    return ws
+    cli = Cli(ws, base / "pycache")
+    cli.run("init").check()
+    return cli
 
 
 def measure(root: Path, files: int) -> dict[str, Any]:
@@ -89,26 +89,30 @@ def measure(root: Path, files: int) -> dict[str, Any]:
     paths = sorted(root.rglob("*.md"))[: files + 1]
     if len(paths) < 2:
         raise ValueError(f"{root} has fewer than two Markdown files")
+    ingest_args = ("ingest", "--jobs", "1", "--json")
     with tempfile.TemporaryDirectory(prefix="raytinstr-") as tmp:
         base = Path(tmp)
+        # Not counted: compiles every module the counted runs import.
+        _workspace(base, "warm-up", paths[:1], root).run(*ingest_args).check()
         counts: dict[str, int] = {}
         for name, chosen in (("one", paths[:1]), ("all", paths)):
-            ws = _workspace(base, name, chosen, root)
-            cli = [sys.executable, "-m", "raytsystem", "--workspace", str(ws)]
-            counts[f"ingest_{name}"], out = _count([*cli, "ingest", "--jobs", "1", "--json"])
+            cli = _workspace(base, name, chosen, root)
+            argv = [sys.executable, "-m", "raytsystem", "--workspace", str(cli.workspace)]
+            counts[f"ingest_{name}"], out = _count([*argv, *ingest_args], cli)
             scanned = json.loads(out)["counts"]["scanned"]
             if scanned != len(chosen):
                 raise RuntimeError(f"the ingest took {scanned} of {len(chosen)} files")
-            counts[f"parse_{name}"], _ = _count([sys.executable, "-c", _PARSE, str(ws / "docs")])
+            parse = [sys.executable, "-c", _PARSE, str(cli.workspace / "docs")]
+            counts[f"parse_{name}"], _ = _count(parse, cli)
     n = len(paths) - 1
     ingest = (counts["ingest_all"] - counts["ingest_one"]) / n
-    parse = (counts["parse_all"] - counts["parse_one"]) / n
+    parse_cost = (counts["parse_all"] - counts["parse_one"]) / n
     return {
         "files": n,
         "bytes": sum(p.stat().st_size for p in paths[1:]),
         "ingest_instructions_per_file": round(ingest),
-        "parse_instructions_per_file": round(parse),
-        "ratio": round(ingest / parse, 3) if parse > 0 else None,
+        "parse_instructions_per_file": round(parse_cost),
+        "ratio": round(ingest / parse_cost, 3) if parse_cost > 0 else None,
         "counts": counts,
     }
 

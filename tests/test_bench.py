@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from bench.cli import Cli
 from bench.instructions import _count, measure
 from bench.measure import run_process
 from bench.report import _cpu_figures
@@ -66,9 +67,10 @@ def test_results_saved_without_cpu_figures_report_none():
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-def test_instruction_counts_follow_the_work_done():
-    idle, _ = _count([sys.executable, "-c", "pass"])
-    busy, _ = _count([sys.executable, "-c", "sum(range(2_000_000))"])
+def test_instruction_counts_follow_the_work_done(tmp_path):
+    cli = Cli(tmp_path, None)
+    idle, _ = _count([sys.executable, "-c", "pass"], cli)
+    busy, _ = _count([sys.executable, "-c", "sum(range(2_000_000))"], cli)
     assert idle > 1_000_000  # an interpreter's start-up alone
     assert busy > idle + 10_000_000  # two million additions, several instructions each
 
