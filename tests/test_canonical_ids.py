@@ -473,3 +473,63 @@ def test_property_claim_hash_is_the_reference_object_hash(
     expected = blake3.blake3(reference.encode("utf-8")).hexdigest()
     assert claim_hash(claim, statement, "manual", status, evidence) == expected
     assert object_hash("claim", content) == expected
+
+
+# --- Templates: the same IDs and hashes for the objects an ingest makes in bulk ---------------
+
+
+@given(st.text(), st.text(), st.integers(min_value=0), st.integers(), st.text())
+def test_property_bulk_ids_are_make_ids(
+    source: str, statement: str, occurrence: int, number: int, other: str
+) -> None:
+    """Any text (NFD, quotes, control characters, `%`) in any field: the templated IDs are
+    make_id's, and the confirmed claim hash is claim_hash's."""
+    from raytsystem.canonical import json_text
+    from raytsystem.model.objects import (
+        claim_hash,
+        confirmed_claim_hash,
+        extracted_claim_ids,
+        segment_ids,
+        statement_evidence_id,
+    )
+
+    claim = extracted_claim_ids(source)(occurrence, json_text(statement))
+    assert claim == make_id(
+        "claim", source=source, authority="extracted", statement=statement, occurrence=occurrence
+    )
+    evidence = statement_evidence_id(
+        json_text(other), number, json_text(source), json_text(statement), occurrence
+    )
+    assert evidence == make_id(
+        "evidence",
+        claim=other,
+        segment=source,
+        start=occurrence,
+        end=number,
+        sha256=statement,
+        role="statement",
+    )
+    segment = segment_ids(source)(number, occurrence, json_text(other), -number)
+    assert segment == make_id(
+        "segment", normalization=source, ordinal=occurrence, start=-number, end=number, sha256=other
+    )
+    evidence_json = canonical_json([evidence]).decode("utf-8")
+    assert evidence_json == f"[{json_text(evidence)}]"
+    assert confirmed_claim_hash(evidence_json, json_text(claim), json_text(statement)) == (
+        claim_hash(claim, statement, "extracted", "confirmed", [evidence])
+    )
+
+
+def test_a_template_refuses_fields_it_cannot_fill_in_order() -> None:
+    from raytsystem.canonical import Shape
+
+    shape = Shape(("b", "a", "c"))
+    assert shape.template(("a", "c"), b="%x") % ('"1"', 2) == canonical_json(
+        {"a": "1", "b": "%x", "c": 2}
+    ).decode("utf-8")
+    with pytest.raises(ValueError, match="sorted order"):
+        shape.template(("c", "a"), b=1)
+    with pytest.raises(ValueError, match="must make the keys"):
+        shape.template(("a",), b=1)
+    with pytest.raises(ValueError, match="must make the keys"):
+        shape.template(("a", "c"), b=1, d=2)

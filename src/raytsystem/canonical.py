@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import blake3
 
-__all__ = ["Shape", "blake3_hex", "canonical_json", "digest", "sha256_hex"]
+__all__ = ["Shape", "blake3_hex", "canonical_json", "digest", "json_text", "sha256_hex"]
 
 
 def _nfc(text: str) -> str:
@@ -134,6 +134,13 @@ def _flat_ok(v: Any) -> bool:
 _encode_str: Final = json.encoder.encode_basestring  # what the encoder above escapes with
 
 
+def json_text(value: str) -> str:
+    """The canonical JSON of one string, quotes included: NFC, escaped as the encoder does."""
+    if not (value.isascii() or _is_nfc("NFC", value)):
+        value = unicodedata.normalize("NFC", value)
+    return _encode_str(value)
+
+
 class Shape:
     """`canonical_json` of dicts with one fixed set of keys, several times faster.
 
@@ -189,6 +196,31 @@ class Shape:
             parts.append(text)
         parts.append("}")
         return "".join(parts).encode("utf-8")
+
+    def template(self, free: Iterable[str], /, **fixed: Any) -> str:
+        """The canonical JSON of this shape's records as a `%` format, for objects made by the
+        hundred thousand with some fields the same (a file's claims share source and kind).
+
+        `fixed` fields are written out; each field of `free` is a `%s`, in sorted key order,
+        which is the order `free` must list them in (checked here, so a caller cannot fill
+        them in another). Fill each with its canonical JSON: `json_text(s)` for a string, an
+        int (never a bool) as it is. A property test compares the result with `encode`.
+        """
+        free = tuple(free)
+        if sorted(free) != sorted(self.keys - fixed.keys()) or fixed.keys() - self.keys:
+            raise ValueError(f"fixed and free fields must make the keys {sorted(self.keys)}")
+        if list(free) != sorted(free):
+            raise ValueError(f"free fields are filled in sorted order: {sorted(free)}")
+        parts: list[str] = []
+        for prefix, i in self._slots:
+            key = self.fields[i]
+            parts.append(prefix.replace("%", "%%"))
+            if key in fixed:
+                parts.append(canonical_json(fixed[key]).decode("utf-8").replace("%", "%%"))
+            else:
+                parts.append("%s")
+        parts.append("}")
+        return "".join(parts)
 
 
 def blake3_hex(data: bytes) -> str:

@@ -82,6 +82,21 @@ def identity_digest(kind: str) -> Callable[..., str]:
     return make
 
 
+def identity_template(kind: str, free: tuple[str, ...], /, **fixed: Any) -> Callable[..., str]:
+    """`make_id(kind, ...)` for IDs made by the hundred thousand that share some identity
+    fields (`fixed`): it takes the other fields' canonical JSON texts (`json_text(s)`, or an
+    int as it is) in sorted key order, the order `free` lists them in, and gives the same ID
+    (`Shape.template`)."""
+    template = _SHAPES[kind].template(free, kind=kind, **fixed)
+    prefix = f"{PREFIXES[kind]}_"
+    hasher = blake3.blake3
+
+    def make(*texts: str | int) -> str:
+        return prefix + hasher((template % texts).encode("utf-8")).hexdigest(ID_HEX // 2)
+
+    return make
+
+
 def object_hash(kind: str, content: dict[str, Any], shape: Shape | None = None) -> str:
     """Full 256-bit hash of an object's canonical content (claims, generations, manifests).
 

@@ -17,16 +17,16 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Final, NamedTuple
 
-from ..canonical import canonical_json, sha256_hex
+from ..canonical import canonical_json, json_text, sha256_hex
 from ..sentences import split_sentences
 from .adapters import PROSE_KINDS, Normalized, SegmentDraft
 from .objects import (
     ClaimRow,
     EvidenceRow,
     SegmentRow,
-    claim_id,
-    evidence_id,
-    segment_id,
+    extracted_claim_ids,
+    segment_ids,
+    statement_evidence_id,
     statement_of,
 )
 
@@ -36,12 +36,13 @@ _HAS_WORD: Final = re.compile(r"[^\W_]")
 def segment_rows(normalization_id: str, normalized: Normalized) -> list[SegmentRow]:
     rows = []
     text = normalized.text
+    segment_id = segment_ids(normalization_id)
     for ordinal, seg in enumerate(normalized.segments):
         start, end = seg.start, seg.end
         sha = sha256_hex(text[start:end])
         rows.append(
             SegmentRow(
-                segment_id(normalization_id, ordinal, start, end, sha),
+                segment_id(end, ordinal, json_text(sha), start),
                 normalization_id,
                 ordinal,
                 seg.kind,
@@ -102,17 +103,20 @@ def extract_claims(
     """One extracted claim with one evidence per sentence of every prose segment."""
     out = []
     occurrences: dict[str, int] = {}
+    claim_id = extracted_claim_ids(source_id)
     for ordinal, start, end, excerpt, statement, _refs in prose_sentences(normalized):
         occurrence = occurrences.get(statement, 0)
         occurrences[statement] = occurrence + 1
-        cid = claim_id(source_id, "extracted", statement, occurrence)
+        cid = claim_id(occurrence, json_text(statement))
         seg_id = segments[ordinal].id
         sha = sha256_hex(excerpt)
         out.append(
             (
                 ClaimRow(cid, source_id, "extracted", statement, occurrence),
                 EvidenceRow(
-                    evidence_id(cid, seg_id, start, end, sha, "statement"),
+                    statement_evidence_id(
+                        json_text(cid), end, json_text(seg_id), json_text(sha), start
+                    ),
                     cid,
                     seg_id,
                     start,

@@ -14,18 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..canonical import canonical_json
+from ..canonical import canonical_json, json_text
 from ..ids import make_id
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claims, segment_rows
 from ..model.generation import source_digest
 from ..model.index import source_rows_digest
 from ..model.notes import parse_note
-from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, claim_hash
+from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, confirmed_claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
-from .staging import state_evidence
 
 MANUAL_PREFIX = "knowledge/manual/"
 
@@ -229,8 +228,10 @@ def process_file(task: FileTask) -> FileResult:
         states: list[tuple[Any, ...]] = []
         facts: list[ClaimFact] = []
         for c, e in pairs:
-            digest = claim_hash(c.id, c.statement, c.authority, "confirmed", [e.id])
-            states.append((c.id, source_id, "confirmed", digest, state_evidence((e.id,))))
+            # state_evidence((e.id,)), written out: the evidence list the claim hash holds too
+            ev_json = f"[{json_text(e.id)}]"
+            digest = confirmed_claim_hash(ev_json, json_text(c.id), json_text(c.statement))
+            states.append((c.id, source_id, "confirmed", digest, ev_json))
             facts.append(
                 ClaimFact(
                     c.id, digest, "confirmed", c.authority, c.statement, headings[e.segment_id]

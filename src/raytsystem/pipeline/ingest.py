@@ -92,7 +92,7 @@ AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what wa
 WORKER_NICENESS = 5
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
-GC_THRESHOLD = 20_000  # allocations between collections (the default is 700)
+GC_THRESHOLD = 100_000  # allocations between collections (the default is 700)
 Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
 
 
