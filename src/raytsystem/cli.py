@@ -728,6 +728,10 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:  # the process's own command: no SQLite connection exists yet
+        from .storage.sqlite_tuning import tune_process
+
+        tune_process()
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args)
     try:
