@@ -98,6 +98,8 @@ class IndexRow(NamedTuple):
     path_terms: str
 
 
+Row = tuple[str, ...]  # an IndexRow's fields as a plain tuple, as workers make them
+
 _SEP: Final = "\x00"  # never in a row: decoded text refuses NUL, terms and IDs cannot hold it
 
 

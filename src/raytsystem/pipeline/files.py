@@ -252,7 +252,7 @@ def process_file(task: FileTask) -> FileResult:
             Analyzer(),
         )
         result.index_digest = source_rows_digest(index_rows)
-        result.index_rows = list(map(tuple, index_rows))
+        result.index_rows = index_rows
     return result
 
 

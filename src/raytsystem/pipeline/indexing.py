@@ -21,7 +21,7 @@ from sqlalchemy import Connection, select
 
 from ..model import index as index_file
 from ..model.generation import ClaimState
-from ..model.index import IndexRow
+from ..model.index import Row
 from ..model.terms import term_text
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Evidence, Normalization, Segment
@@ -88,9 +88,12 @@ def source_rows(
     segments: Sequence[SegmentFact],
     claims: Sequence[ClaimFact],
     analyzer: Analyzer,
-) -> list[IndexRow]:
-    """Every index row of one source: its segments, itself as a whole, its confirmed claims."""
-    rows: list[IndexRow] = []
+) -> list[Row]:
+    """Every index row of one source: its segments, itself as a whole, its confirmed claims.
+
+    Rows are plain tuples with the fields of `IndexRow`, in order: a worker makes a hundred
+    per file and sends them to the writer as they are."""
+    rows: list[Row] = []
     pterms = analyzer.path(path)
     whole: list[str] = []
     headings: list[str] = []
@@ -99,7 +102,7 @@ def source_rows(
         # The text itself is not stored in the index (its SHA-256 is): readers cut it from the
         # verified normalized-text blob, and the index stays a third smaller.
         rows.append(
-            IndexRow(
+            (
                 "segment",
                 seg.id,
                 seg.sha256,
@@ -119,7 +122,7 @@ def source_rows(
     if normalization_id and (whole or headings):
         # The whole source as one document: the context QUERY weighs claims by.
         rows.append(
-            IndexRow(
+            (
                 "source",
                 source_id,
                 normalization_id,
@@ -139,7 +142,7 @@ def source_rows(
         if claim.status != "confirmed":
             continue
         rows.append(
-            IndexRow(
+            (
                 "claim",
                 claim.id,
                 claim.hash,
@@ -163,7 +166,7 @@ def index_rows(
     blobs: BlobStore,
     sources: Sequence[SourceForIndex],
     analyzer: Analyzer | None = None,
-) -> dict[str, list[IndexRow]]:
+) -> dict[str, list[Row]]:
     """The rows of `sources`, with every fact read from the ledger and the blobs."""
     analyzer = analyzer or Analyzer()
     norm_ids = sorted({s.normalization_id for s in sources if s.normalization_id})
@@ -206,7 +209,7 @@ def index_rows(
         ):
             heading_of_claim[cid] = heading
 
-    out: dict[str, list[IndexRow]] = {}
+    out: dict[str, list[Row]] = {}
     for source in sources:
         norm_id = source.normalization_id
         facts: list[SegmentFact] = []
@@ -237,7 +240,7 @@ def index_rows(
 
 def generation_rows(
     conn: Connection, blobs: BlobStore, generation: GenerationRef
-) -> dict[str, list[IndexRow]]:
+) -> dict[str, list[Row]]:
     """Every index row of `generation`, from the ledger alone."""
     sources = state.active_sources(conn, generation.number)
     claims = state.claim_states(conn, generation.number, [a.source_id for a in sources.values()])

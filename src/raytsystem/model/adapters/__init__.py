@@ -16,7 +16,7 @@ import functools
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ...canonical import digest
 from ..text import Finding
@@ -26,8 +26,9 @@ PROSE_KINDS: Final = frozenset({"paragraph", "list_item", "quote", "table_row", 
 SEGMENT_KINDS: Final = PROSE_KINDS | {"heading", "code", "table_header", "front_matter", "html"}
 
 
-@dataclass(frozen=True)
-class SegmentDraft:
+class SegmentDraft(NamedTuple):
+    """One segment as an adapter found it (a tuple: an adapter makes dozens per file)."""
+
     kind: str
     heading_path: tuple[str, ...]
     start: int
@@ -86,21 +87,16 @@ class SegmentBuilder:
         label: str | None = None,
     ) -> None:
         # Trim the segment without breaking the line mapping or the relative offsets.
-        lead = len(text) - len(text.lstrip())
         body = text.strip()
         if not body:
             return
-        line_start += text[:lead].count("\n")
-
-        def shift(span: tuple[int, int]) -> tuple[int, int] | None:
-            s, e = max(span[0] - lead, 0), min(span[1] - lead, len(body))
-            return (s, e) if s < e else None
-
-        protected = tuple(p for p in (shift(s) for s in protected) if p)
-        refs = tuple((min(max(o - lead, 0), len(body)), lab) for o, lab in refs)
-        links = tuple(
-            (s - lead, e - lead, t) for s, e, t in links if lead <= s and e - lead <= len(body)
-        )
+        if body is not text:  # str.strip returns the string itself when there is nothing to trim
+            lead = len(text) - len(text.lstrip())
+            line_start += text[:lead].count("\n")
+        else:
+            lead = 0
+        if protected or refs or links:
+            protected, refs, links = _shifted(protected, refs, links, lead, len(body))
         if self._parts:
             self._parts.append("\n\n")
             self._length += 2
@@ -124,6 +120,29 @@ class SegmentBuilder:
 
     def text(self) -> str:
         return "".join(self._parts)
+
+
+def _shifted(
+    protected: tuple[tuple[int, int], ...],
+    refs: tuple[tuple[int, str], ...],
+    links: tuple[tuple[int, int, str], ...],
+    lead: int,
+    length: int,
+) -> tuple[
+    tuple[tuple[int, int], ...], tuple[tuple[int, str], ...], tuple[tuple[int, int, str], ...]
+]:
+    """Offsets relative to a segment's text, moved to its trimmed body (`lead` characters
+    off the front, `length` long); spans that fall outside it are dropped."""
+
+    def shift(span: tuple[int, int]) -> tuple[int, int] | None:
+        s, e = max(span[0] - lead, 0), min(span[1] - lead, length)
+        return (s, e) if s < e else None
+
+    return (
+        tuple(p for p in (shift(s) for s in protected) if p),
+        tuple((min(max(o - lead, 0), length), lab) for o, lab in refs),
+        tuple((s - lead, e - lead, t) for s, e, t in links if lead <= s and e - lead <= length),
+    )
 
 
 MARKDOWN_SUFFIXES: Final = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
