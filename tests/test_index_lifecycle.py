@@ -5,6 +5,7 @@ path, the result is the index a rebuild from the ledger gives."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,25 @@ def test_a_damaged_block_in_the_parent_fails_closed_until_rebuilt(ws: Path) -> N
     assert "index rebuild" in failed.json()["error"]["message"]
     assert run_cli("index", "rebuild", cwd=ws, env=SQLITE).code == 0
     assert ingest(ws)["generation"]["number"] == 2
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, (8 << 20) + 5, 20_000_001])
+def test_a_direct_copy_is_the_file_byte_for_byte(tmp_path: Path, size: int) -> None:
+    source, target = tmp_path / "index", tmp_path / "copy"
+    source.write_bytes(random.Random(size).randbytes(size))
+    if not index_file._copy_direct(source, target):
+        pytest.skip("this filesystem does not take direct writes")
+    assert target.read_bytes() == source.read_bytes()
+    assert not index_file._copy_direct(source, target)  # never over an existing file
+    assert target.read_bytes() == source.read_bytes()
+
+
+def test_without_direct_writes_the_spare_is_copied_through_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    current = tmp_path / f"000001-{'ab' * 8}.sqlite3"
+    current.write_bytes(random.Random(1).randbytes(100_000))
+    monkeypatch.delattr(index_file.os, "O_DIRECT", raising=False)
+    assert index_file.keep_spare(tmp_path, current, keep=2)
+    assert (tmp_path / index_file.SPARE_NAME).read_bytes() == current.read_bytes()
+    assert not index_file.keep_spare(tmp_path, current, keep=2)  # one spare at most

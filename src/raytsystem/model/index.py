@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import mmap
 import os
 import re
 import shutil
@@ -172,9 +173,10 @@ def keep_spare(index_dir: Path, current: Path, keep: int) -> bool:
         return False
     tmp = index_dir / f".building-spare-{os.getpid()}.sqlite3"
     try:
-        _copy(current, tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
+        if not _copy_direct(current, tmp):
+            _copy(current, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
         os.replace(tmp, spare)
     except OSError:
         with contextlib.suppress(OSError):
@@ -245,6 +247,66 @@ def _copy(source: Path, target: Path) -> None:
             shutil.copyfileobj(src, dst, 1 << 20)
         if os.fstat(dst.fileno()).st_size != size:
             raise OSError(f"copying {source.name} gave a file of another size")
+
+
+_DIRECT_CHUNK: Final = 8 << 20  # bytes per write: a multiple of any logical block size
+_BLOCK: Final = 4096
+
+
+def _copy_direct(source: Path, target: Path) -> bool:
+    """Copy `source` to a new file `target` around the page cache (`O_DIRECT`), fsynced.
+
+    For a copy nobody reads soon (the spare): it puts no page of the copy in memory, which
+    costs a fraction of a copy through the cache where fresh memory is slow to touch (a VM
+    copied 784 MiB in 0.35 s this way against 0.5-2.2 s). False, and no file, where the
+    system or the filesystem does not do direct writes; the caller then copies as usual."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flag, 0o644)
+    except OSError:
+        return False
+    try:
+        # An anonymous mapping is page-aligned, as direct writes need their buffer to be.
+        with mmap.mmap(-1, _DIRECT_CHUNK) as buf, open(source, "rb", buffering=0) as src:
+            size = os.fstat(src.fileno()).st_size
+            _write_blocks(fd, src, buf)
+        os.ftruncate(fd, size)  # the last block was padded
+        os.fsync(fd)
+        return True
+    except OSError:
+        os.close(fd)
+        fd = -1
+        target.unlink(missing_ok=True)
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _write_blocks(fd: int, src: Any, buf: mmap.mmap) -> None:
+    """Everything `src` holds, read through `buf` and written to `fd` in whole blocks."""
+    view = memoryview(buf)
+    try:
+        while got := _fill(src, view):
+            # A buffer not filled is the end of the file: its last block is padded.
+            part = view[: got if got == len(buf) else -(-got // _BLOCK) * _BLOCK]
+            try:
+                while part:
+                    part = part[os.write(fd, part) :]
+            finally:
+                part.release()
+    finally:
+        view.release()
+
+
+def _fill(src: Any, view: memoryview) -> int:
+    """Read into `view` until it is full or the file ends; the bytes read."""
+    got = 0
+    while got < len(view) and (n := src.readinto(view[got:])):
+        got += n
+    return got
 
 
 def _check_parent(meta: Mapping[str, str], parent: Path, parent_hash: str | None) -> None:

@@ -16,7 +16,7 @@ first connection, so `cli.main` applies them only when it is the process's own c
 argument list given), never in a process that may already hold connections. Where the
 library cannot be reached through the `_sqlite3` module (SQLite linked in without exported
 symbols, another platform's build), nothing changes: the settings are speed, not correctness.
-See ops/decisions/0018-bulk-ids-and-sqlite-settings.md.
+See ops/decisions/0018-less-work-per-object-in-cold-ingest.md.
 """
 
 from __future__ import annotations
