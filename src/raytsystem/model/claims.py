@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from ..canonical import canonical_json, json_text, sha256_hex
 from ..sentences import split_sentences
@@ -101,7 +101,19 @@ def extract_claims(
     source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
 ) -> list[tuple[ClaimRow, EvidenceRow]]:
     """One extracted claim with one evidence per sentence of every prose segment."""
-    out = []
+    claims, evidence = extract_claim_rows(source_id, normalized, segments)
+    return [
+        (ClaimRow._make(c), EvidenceRow._make(e)) for c, e in zip(claims, evidence, strict=True)
+    ]
+
+
+def extract_claim_rows(
+    source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """`extract_claims` as plain tuples in `ClaimRow`'s and `EvidenceRow`'s field order, the
+    claims and their statements' evidence in two lists (what an ingest worker sends on)."""
+    claims: list[tuple[Any, ...]] = []
+    evidence: list[tuple[Any, ...]] = []
     occurrences: dict[str, int] = {}
     claim_id = extracted_claim_ids(source_id)
     for ordinal, start, end, excerpt, statement, _refs in prose_sentences(normalized):
@@ -110,20 +122,18 @@ def extract_claims(
         cid = claim_id(occurrence, json_text(statement))
         seg_id = segments[ordinal].id
         sha = sha256_hex(excerpt)
-        out.append(
+        claims.append((cid, source_id, "extracted", statement, occurrence))
+        evidence.append(
             (
-                ClaimRow(cid, source_id, "extracted", statement, occurrence),
-                EvidenceRow(
-                    statement_evidence_id(
-                        json_text(cid), end, json_text(seg_id), json_text(sha), start
-                    ),
-                    cid,
-                    seg_id,
-                    start,
-                    end,
-                    sha,
-                    "statement",
+                statement_evidence_id(
+                    json_text(cid), end, json_text(seg_id), json_text(sha), start
                 ),
+                cid,
+                seg_id,
+                start,
+                end,
+                sha,
+                "statement",
             )
         )
-    return out
+    return claims, evidence

@@ -17,7 +17,7 @@ from typing import Any
 from ..canonical import canonical_json, json_text
 from ..ids import make_id
 from ..model.adapters import Adapter, adapter_for, media_type_for
-from ..model.claims import extract_claims, segment_rows
+from ..model.claims import extract_claim_rows, segment_rows
 from ..model.generation import source_digest
 from ..model.index import source_rows_digest
 from ..model.notes import parse_note
@@ -219,23 +219,22 @@ def process_file(task: FileTask) -> FileResult:
         row["meta"] = canonical_json(meta).decode("utf-8")
         result.note_meta = meta
     else:
-        pairs = extract_claims(source_id, normalized, segments)
-        result.claims = [tuple(c) for c, _ in pairs]
-        result.evidence = [tuple(e) for _, e in pairs]
+        claim_rows, evidence_rows = extract_claim_rows(source_id, normalized, segments)
+        result.claims, result.evidence = claim_rows, evidence_rows
         headings = {seg.id: seg.heading_path for seg in segments}
         # Each claim's state as `confirmed` with its one evidence, and what the index holds
         # of it; the parent replaces them if a directive changes the claim's status.
         states: list[tuple[Any, ...]] = []
         facts: list[ClaimFact] = []
-        for c, e in pairs:
-            # state_evidence((e.id,)), written out: the evidence list the claim hash holds too
-            ev_json = f"[{json_text(e.id)}]"
-            digest = confirmed_claim_hash(ev_json, json_text(c.id), json_text(c.statement))
-            states.append((c.id, source_id, "confirmed", digest, ev_json))
+        for (cid, _, authority, statement, _), (eid, _, seg_id, _, _, _, _) in zip(
+            claim_rows, evidence_rows, strict=True
+        ):
+            # state_evidence((eid,)), written out: the evidence list the claim hash holds too
+            ev_json = f"[{json_text(eid)}]"
+            digest = confirmed_claim_hash(ev_json, json_text(cid), json_text(statement))
+            states.append((cid, source_id, "confirmed", digest, ev_json))
             facts.append(
-                ClaimFact(
-                    c.id, digest, "confirmed", c.authority, c.statement, headings[e.segment_id]
-                )
+                ClaimFact(cid, digest, "confirmed", authority, statement, headings[seg_id])
             )
         result.claim_states = states
         result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
