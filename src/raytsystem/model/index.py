@@ -275,7 +275,7 @@ def _copy_direct(source: Path, target: Path) -> bool:
         os.ftruncate(fd, size)  # the last block was padded
         os.fsync(fd)
         return True
-    except OSError:
+    except (OSError, BufferError):  # BufferError: the buffer could not be unmapped
         os.close(fd)
         fd = -1
         target.unlink(missing_ok=True)
