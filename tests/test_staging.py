@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Backend
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from raytsystem.model.generation import SourceState
@@ -175,3 +177,10 @@ def test_reading_back_for_leftovers_steps_past_one_page(ledger: Ledger) -> None:
     with staging(ledger) as stage:
         assert stage.start(2) == 1200
     assert len(_states(ledger)) == 2
+
+
+@given(st.lists(st.text(), max_size=4))
+def test_property_state_evidence_is_canonical_json_of_the_sorted_ids(ids: list[str]) -> None:
+    from raytsystem.canonical import canonical_json
+
+    assert state_evidence(ids) == canonical_json(sorted(ids)).decode("utf-8")

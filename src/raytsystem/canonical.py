@@ -204,7 +204,8 @@ class Shape:
         `fixed` fields are written out; each field of `free` is a `%s`, in sorted key order,
         which is the order `free` must list them in (checked here, so a caller cannot fill
         them in another). Fill each with its canonical JSON: `json_text(s)` for a string, an
-        int (never a bool) as it is. A property test compares the result with `encode`.
+        int (never a bool) as it is. Property tests (tests/test_canonical_ids.py) compare what
+        is made with it against `make_id` and `claim_hash`.
         """
         free = tuple(free)
         if sorted(free) != sorted(self.keys - fixed.keys()) or fixed.keys() - self.keys:

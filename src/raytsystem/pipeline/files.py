@@ -25,6 +25,7 @@ from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, confirmed_claim_h
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+from .staging import state_evidence
 
 MANUAL_PREFIX = "knowledge/manual/"
 
@@ -229,8 +230,7 @@ def process_file(task: FileTask) -> FileResult:
         for (cid, _, authority, statement, _), (eid, _, seg_id, _, _, _, _) in zip(
             claim_rows, evidence_rows, strict=True
         ):
-            # state_evidence((eid,)), written out: the evidence list the claim hash holds too
-            ev_json = f"[{json_text(eid)}]"
+            ev_json = state_evidence((eid,))  # also the evidence list the claim hash holds
             digest = confirmed_claim_hash(ev_json, json_text(cid), json_text(statement))
             states.append((cid, source_id, "confirmed", digest, ev_json))
             facts.append(
