@@ -4,6 +4,7 @@ determinism across workspaces, and the parallel path giving the serial path's re
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -11,8 +12,10 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from conftest import Backend, run_cli, write
+import pytest
+from conftest import Backend, process_one, run_cli, write
 
+from raytsystem.errors import RaytError
 from raytsystem.pipeline import ingest as ingest_module
 
 
@@ -205,3 +208,36 @@ def test_workers_run_nicer_than_the_writer() -> None:
         got = pool.apply(_niceness_after_start, (os.getpid(),))
     assert got == min(19, os.nice(0) + ingest_module.WORKER_NICENESS)
     assert ingest_module.WORKER_NICENESS > 0
+
+
+def _with(
+    rows: list[tuple[object, ...]], i: int, field: int, value: str
+) -> list[tuple[object, ...]]:
+    row = list(rows[i])
+    row[field] = value
+    return [*rows[:i], tuple(row), *rows[i + 1 :]]
+
+
+def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> None:
+    # The writer writes a result's rows without SQLite's foreign-key checks: this is the check.
+    disk = write(tmp_path, "docs/a.md", "# Title\n\nAlpha is first. Beta is second.\n\n- Gamma.\n")
+    result = process_one("docs/a.md", disk, tmp_path / "_raw", 10**6)
+    assert len(result.claims) == 3 and len(result.segments) == 3
+    ingest_module.check_references(result)  # as made: every reference is among its rows
+    other = "x_" + "0" * 32
+    broken = {
+        "segment's normalization": {"segments": _with(result.segments, 1, 1, other)},
+        "claim's source": {"claims": _with(result.claims, 0, 1, other)},
+        "evidence's claim": {"evidence": _with(result.evidence, 2, 1, other)},
+        "evidence's segment": {"evidence": _with(result.evidence, 0, 2, other)},
+        "state's claim": {"claim_states": _with(result.claim_states, 1, 0, other)},
+        "state's source": {"claim_states": _with(result.claim_states, 1, 1, other)},
+        "normalization's revision": {
+            "normalization": {**result.normalization, "revision_id": other}
+        },
+    }
+    for name, change in broken.items():
+        with pytest.raises(RaytError) as raised:
+            ingest_module.check_references(dataclasses.replace(result, **change))
+        assert raised.value.code == "internal_error", name
+        assert "docs/a.md" in str(raised.value), name

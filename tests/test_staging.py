@@ -16,6 +16,7 @@ from conftest import Backend
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from raytsystem.model.generation import SourceState
 from raytsystem.pipeline import state
@@ -87,6 +88,23 @@ def _generation_one(ledger: Ledger) -> None:
         with stage.batch():
             stage.put_rows(SOURCE, [_row(1, "a"), _row(2, "a")], had_states=False)
         assert _finish(stage, [SOURCE]) == (2, 0, 0)
+
+
+def test_transactions_after_a_batch_check_references_again(ledger: Ledger) -> None:
+    # A batch's rows go in without SQLite's foreign-key checks (the ingest checks them in
+    # memory); every other write of the ingest's connection is checked by the database.
+    dangling = [(_claim(999), SOURCE, "confirmed", "a" * 64, "[]", 1)]
+    columns = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids", "gen_from")
+    with staging(ledger) as stage:
+        stage.start(1)
+        with stage.batch():
+            stage.put_rows(SOURCE, [_row(1, "a")], had_states=False)
+        with pytest.raises(IntegrityError), stage.transaction() as conn:
+            insert_rows(conn, "claim_states", columns, dangling)
+        with stage.transaction(final=True):
+            stage.keep_only([SOURCE])
+    with pytest.raises(IntegrityError), ledger.transaction() as conn:
+        insert_rows(conn, "claim_states", columns, dangling)
 
 
 def test_states_put_ahead_stay_out_of_the_parent_generation(ledger: Ledger) -> None:

@@ -175,6 +175,13 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
         ),
         {"manifest_mismatch", "generation_hash_mismatch"},
     ),
+    "segment of an evidence deleted": (
+        ledger_sql(
+            "DELETE FROM segments WHERE rowid = "
+            "(SELECT min(s.rowid) FROM segments s JOIN evidence e ON e.segment_id = s.id)"
+        ),
+        {"dangling_reference"},
+    ),
     "index row": (alter_index_row, {"index_mismatch"}),
     "index deleted": (delete_index, {"index_missing"}),
 }

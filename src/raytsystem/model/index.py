@@ -203,7 +203,8 @@ def prune(index_dir: Path, keep: int, first: list[Path]) -> list[Path]:
 
 
 def _connect(path: Path, timeout: float = 5.0) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
+    # Used by one thread at a time, not always the one that opened it (`IndexWriter.settle`).
+    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")  # the finished file is fsynced once, before publish
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: an index build touches pages all over
@@ -523,6 +524,14 @@ class IndexWriter:
         ids = list(source_ids)
         _delete_sources(self.conn, ids)
         self._digests.update(dict.fromkeys(ids))
+
+    def settle(self) -> None:
+        """Write out what the rows so far left in memory (FTS5's pending terms, up to
+        FTS_HASH_BYTES per table, and SQLite's dirty pages): a commit, which `finish` would
+        otherwise do. Ingest runs it on a thread of its own while the ledger commits, once the
+        workers are done and a core is free; nothing else may use this writer meanwhile."""
+        self.conn.execute("COMMIT")
+        self.conn.execute("BEGIN")
 
     def finish(self, path: Path, generation_hash: str, generation_number: int) -> str:
         """Record the generation, publish the file at `path`; returns the rows digest."""

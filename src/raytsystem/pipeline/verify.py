@@ -4,7 +4,8 @@
    GIL, so this runs near the speed of reading the bytes); stray temp files are reported.
 2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
    normalization's text blob exists, every segment's text and every evidence excerpt hashes to
-   its recorded SHA-256; every claim state's hash is recomputed.
+   its recorded SHA-256; every claim state's hash is recomputed; every reference between rows
+   leads to a row.
 3. Generations are replayed in order: each source state's digest is recomputed from the claims
    active with it, each manifest from the active source digests, each generation hash from
    (number, parent, manifest), and each parent link and the head are checked.
@@ -289,6 +290,32 @@ def check_ledger(
             )
 
 
+MAX_REFERENCE_FINDINGS = 100
+
+
+def check_references(conn: Connection, report: VerifyReport) -> None:
+    """Every reference between ledger rows leads to a row. SQLite checks them on insert except
+    in an ingest's batches (`Staging.batch`, which checks its rows in memory instead): this
+    checks them all (`PRAGMA foreign_key_check`). PostgreSQL always enforces them."""
+    if conn.dialect.name != "sqlite":
+        return
+    dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    for table, rowid, parent, _fk in dangling[:MAX_REFERENCE_FINDINGS]:
+        report.add(
+            "error",
+            "dangling_reference",
+            f"{table}:{rowid}",
+            f"row {rowid} of {table} refers to a row of {parent} that does not exist",
+        )
+    if len(dangling) > MAX_REFERENCE_FINDINGS:
+        report.add(
+            "error",
+            "dangling_reference",
+            "ledger",
+            f"{len(dangling) - MAX_REFERENCE_FINDINGS} more rows refer to rows that do not exist",
+        )
+
+
 def _by_interval(conn: Connection, stmt: Any) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
     """State rows by the generation that opened them and the one that closed them
     (`stmt` selects gen_from and gen_to as its last two columns)."""
@@ -504,6 +531,7 @@ def verify(
     report = VerifyReport()
     present = check_blobs(store, report, progress)
     check_ledger(conn, store, present, report, progress)
+    check_references(conn, report)
     current = check_generations(conn, report)
     report.generation = current.to_json() if current else None
     check_indexes(conn, store, index_dir, current, report)
