@@ -270,12 +270,10 @@ def test_a_block_over_another_sources_row_is_refused(tmp_path: Path) -> None:
     writer.abandon()
 
 
-def test_rows_of_a_source_must_come_together(tmp_path: Path) -> None:
+def test_a_sources_block_holds_only_its_rows(tmp_path: Path) -> None:
     writer = index_file.IndexWriter(tmp_path / "indexes")
-    with pytest.raises(ValueError, match="not together"):
-        index_file._insert(
-            writer.conn, [_row("segment", 0, "a"), _row("segment", 0, "b"), _row("source", 1, "a")]
-        )
+    with pytest.raises(ValueError, match="a row of source b is among the rows of a"):
+        writer.replace({"a": [_row("segment", 0, "a"), _row("segment", 0, "b")]})
     writer.abandon()
 
 

@@ -17,6 +17,7 @@ from conftest import Backend, process_one, run_cli, write
 
 from raytsystem.errors import RaytError
 from raytsystem.pipeline import ingest as ingest_module
+from raytsystem.pipeline.files import source_id_for
 
 
 def ingest(ws: Path, *args: str) -> dict:
@@ -223,7 +224,9 @@ def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> Non
     disk = write(tmp_path, "docs/a.md", "# Title\n\nAlpha is first. Beta is second.\n\n- Gamma.\n")
     result = process_one("docs/a.md", disk, tmp_path / "_raw", 10**6)
     assert len(result.claims) == 3 and len(result.segments) == 3
-    ingest_module.check_references(result)  # as made: every reference is among its rows
+    ingest_module.check_references(
+        result, source_id_for("docs/a.md")
+    )  # as made: every reference is among its rows
     other = "x_" + "0" * 32
     broken = {
         "segment's normalization": {"segments": _with(result.segments, 1, 1, other)},
@@ -238,6 +241,8 @@ def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> Non
     }
     for name, change in broken.items():
         with pytest.raises(RaytError) as raised:
-            ingest_module.check_references(dataclasses.replace(result, **change))
+            ingest_module.check_references(
+                dataclasses.replace(result, **change), source_id_for("docs/a.md")
+            )
         assert raised.value.code == "internal_error", name
         assert "docs/a.md" in str(raised.value), name

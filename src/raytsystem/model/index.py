@@ -356,35 +356,40 @@ _ROWS = """
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 
 
-def _insert(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Rows with the fields of `IndexRow`, as IndexRows or plain tuples (from workers)."""
-    rows = list(rows)
-    if not rows:
-        return
+def _insert(
+    conn: sqlite3.Connection, rows_by_source: Mapping[str, Sequence[tuple[Any, ...]]]
+) -> None:
+    """Each source's rows (with the fields of `IndexRow`, as IndexRows or plain tuples from
+    workers), numbered after the index's last rowid in one pass: a source's rows take one range
+    of rowids, its block."""
     (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM docs").fetchone()
-    numbered = list(enumerate(rows, start=top + 1))
+    n = top
+    docs: list[tuple[Any, ...]] = []
+    fts: dict[str, list[tuple[Any, ...]]] = {kind: [] for kind in FTS_TABLES}
+    blocks: list[tuple[str, int | None, int, int]] = []
+    for source_id, rows in rows_by_source.items():
+        low, own = n + 1, None
+        for r in rows:
+            n += 1
+            if r[3] != source_id:
+                raise ValueError(f"a row of source {r[3]} is among the rows of {source_id}")
+            docs.append((n, *r[:10]))
+            fts[r[0]].append((n, *r[10:]))
+            if r[0] == "source":
+                own = n
+        if n >= low:
+            blocks.append((source_id, own, low, n))
     conn.executemany(
         "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
         "heading_path, segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        [(n, *r[:10]) for n, r in numbered],
+        docs,
     )
     for kind, table in FTS_TABLES.items():
         conn.executemany(
-            f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)",
-            [(n, *r[10:]) for n, r in numbered if r[0] == kind],
+            f"INSERT INTO {table} (rowid, terms, heading, path) VALUES (?,?,?,?)", fts[kind]
         )
-    # source ID -> [its source row (None until seen), lowest, highest rowid]
-    blocks: dict[str, list[int | None]] = {}
-    for n, r in numbered:
-        block = blocks.setdefault(r[3], [None, n, n])
-        if block[2] not in (n, n - 1):  # its rows must come together: a block is a range
-            raise ValueError(f"the rows of source {r[3]} are not together")
-        block[2] = n
-        if r[0] == "source":
-            block[0] = n
     conn.executemany(
-        "INSERT INTO blocks (source_id, source_rowid, low, high) VALUES (?,?,?,?)",
-        [(source_id, *b) for source_id, b in blocks.items()],
+        "INSERT INTO blocks (source_id, source_rowid, low, high) VALUES (?,?,?,?)", blocks
     )
 
 
@@ -515,7 +520,7 @@ class IndexWriter:
             _delete_sources(self.conn, [s for s in rows_by_source])
         else:
             _delete_sources(self.conn, [s for s in rows_by_source if s in self._digests])
-        _insert(self.conn, (row for rows in rows_by_source.values() for row in rows))
+        _insert(self.conn, rows_by_source)
         known = digests or {}
         for source_id, rows in rows_by_source.items():
             self._digests[source_id] = known.get(source_id) or source_rows_digest(rows)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, insert, update
@@ -329,7 +330,7 @@ class _Run:
         # any row that points to them is committed.
         faults.point("ingest.before_publish")
         for r in new:
-            check_references(r)
+            check_references(r, source_id_for(r.path))
         self.blobs.publish(staged for r in new for staged in r.staged)
         rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
@@ -352,26 +353,28 @@ class _Run:
         self.index.replace(rows, digests)
 
 
-def check_references(r: FileResult) -> None:
-    """Refuse a new result whose rows refer to anything but each other and its own source.
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def check_references(r: FileResult, source_id: str) -> None:
+    """Refuse a new result whose rows refer to anything but each other and its own source
+    (`source_id`, its path's).
 
     The writer writes a result's rows without SQLite's foreign-key checks (`Staging.batch`):
     a worker derives every reference from the rows it makes with it (a segment names its
     normalization, a claim its source, an evidence its claim and segment, a state its claim),
     so this holds unless the code that makes them is wrong, and it is checked here, in
     memory, before anything is written."""
-    sid = source_id_for(r.path)
     norm = r.normalization or {}
-    segments = {s[0] for s in r.segments}
-    claims = {c[0] for c in r.claims}
+    own, segments, claims = {source_id}, set(map(_FIRST, r.segments)), set(map(_FIRST, r.claims))
     if not (
         norm.get("revision_id") == r.revision_id
-        and {s[1] for s in r.segments} <= {norm.get("id")}
-        and {c[1] for c in r.claims} <= {sid}
-        and {e[1] for e in r.evidence} <= claims
-        and {e[2] for e in r.evidence} <= segments
-        and {st[0] for st in r.claim_states} <= claims
-        and {st[1] for st in r.claim_states} <= {sid}
+        and {norm.get("id")}.issuperset(map(_SECOND, r.segments))
+        and own.issuperset(map(_SECOND, r.claims))
+        and claims.issuperset(map(_SECOND, r.evidence))
+        and segments.issuperset(map(_THIRD, r.evidence))
+        and claims.issuperset(map(_FIRST, r.claim_states))
+        and own.issuperset(map(_SECOND, r.claim_states))
     ):
         raise RaytError(
             f"the rows made for {r.path} refer to rows that are not among them (a bug in "

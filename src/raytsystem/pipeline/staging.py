@@ -50,7 +50,8 @@ _SCHEMA = (
     "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
 )
 _DROP = ("DROP TABLE IF EXISTS pending_sources",)
-_STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids", "gen_from")
+# The columns of a claim state as `put_rows` takes it; `gen_from` is the generation staged.
+_STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids")
 
 
 def state_evidence(evidence_ids: Iterable[str]) -> str:
@@ -231,10 +232,15 @@ class Staging:
                 {"s": source_id, "n": self.number},
             )
         self._put.add(source_id)
-        n = self.number
-        insert_rows(self.conn, "claim_states", _STATE_COLUMNS, [(*row, n) for row in rows])
+        insert_rows(
+            self.conn, "claim_states", _STATE_COLUMNS, rows, fixed={"gen_from": self.number}
+        )
+        if not had_states:  # a new source: every claim is added
+            self._counts[source_id] = (len(rows), 0, 0)
+            self._repeats.discard(source_id)
+            return
         new = {row[0]: row[3] for row in rows}
-        old = self._open_states(source_id) if had_states else {}
+        old = self._open_states(source_id)
         self._counts[source_id] = (
             len(new.keys() - old.keys()),
             len(old.keys() - new.keys()),

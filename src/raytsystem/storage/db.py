@@ -13,7 +13,7 @@ opening it raises `SchemaTooNew` instead of running anything against it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -102,17 +102,21 @@ def insert_rows(
     rows: Sequence[Sequence[Any]],
     *,
     existing: str = "fail",
+    fixed: Mapping[str, int] | None = None,
 ) -> None:
     """Insert rows given as tuples in `columns` order, straight through the driver's
     executemany: several times faster than row dictionaries through SQLAlchemy's statement
     layer, for the hundreds of thousands of rows of a cold ingest. `existing="skip"` ignores
     rows whose key is already there (`ON CONFLICT DO NOTHING`, the same on SQLite and
-    PostgreSQL): immutable, content-addressed rows written twice are one row."""
+    PostgreSQL): immutable, content-addressed rows written twice are one row. `fixed` gives
+    integer columns the same value in every row, written into the statement (rows that would
+    each be copied to add it go as they are)."""
     if not rows:
         return
     mark = "%s" if conn.dialect.paramstyle in ("format", "pyformat") else "?"
-    quoted = ", ".join(f'"{c}"' for c in columns)
-    marks = ", ".join(mark for _ in columns)
+    fixed = fixed or {}
+    quoted = ", ".join(f'"{c}"' for c in [*columns, *fixed])
+    marks = ", ".join([mark for _ in columns] + [str(int(v)) for v in fixed.values()])
     sql = f"INSERT INTO {table} ({quoted}) VALUES ({marks})"
     if existing == "skip":
         sql += " ON CONFLICT DO NOTHING"
