@@ -1,4 +1,9 @@
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from conftest import run_cli, write
 
@@ -11,3 +16,44 @@ def test_ingest_then_query_answers_with_citation(workspace: Path) -> None:
     body = result.json()
     assert body["status"] == "answered"
     assert body["citations"][0]["claim"]["statement"] == "Retries stop after at most 5 attempts."
+
+
+def _raytsystem(workspace: Path, *args: str, **popen: Any) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run(
+        [sys.executable, "-m", "raytsystem", "--workspace", str(workspace), *args],
+        env=env,
+        text=True,
+        stderr=subprocess.PIPE,
+        timeout=300,
+        **popen,
+    )
+
+
+def test_the_process_ends_with_all_its_output_written(workspace: Path, tmp_path: Path) -> None:
+    # main() ends the process without the interpreter's teardown (cli._end_process): what a
+    # command printed, more than a buffer's worth, must still be in the file it went to.
+    for i in range(40):
+        write(workspace, f"docs/n{i:02d}.md", f"# Note {i}\n\nAlpha number {i} is a claim.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    out = tmp_path / "out.json"
+    with out.open("w") as handle:
+        done = _raytsystem(workspace, "search", "alpha", "--limit", "40", "--json", stdout=handle)
+    assert done.returncode == 0, done.stderr
+    body = json.loads(out.read_text(encoding="utf-8"))
+    assert len(out.read_bytes()) > 8192 and len(json.dumps(body)) > 8192
+    missing = _raytsystem(workspace, "show", "clm_" + "0" * 32, "--json", stdout=subprocess.PIPE)
+    assert missing.returncode != 0 and json.loads(missing.stdout)["error"]["code"]
+
+
+def test_a_reader_that_left_ends_the_command_quietly(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "# A\n\nAlpha is first.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    read, written = os.pipe()
+    os.close(read)  # nobody will read what the command prints
+    try:
+        done = _raytsystem(workspace, "status", "--json", stdout=written)
+    finally:
+        os.close(written)
+    assert done.returncode == 1  # click's status when the output cannot be written
+    assert done.stderr == ""  # no traceback, no "Exception ignored" at exit

@@ -16,25 +16,28 @@ import pytest
 
 _PROBE = textwrap.dedent(
     """
-    import ctypes, json, sqlite3, sys
+    import atexit, ctypes, json, sqlite3, sys
     import _sqlite3
     tuned = None
+    def report():
+        lib = ctypes.CDLL(_sqlite3.__file__)
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+        conn = sqlite3.connect(":memory:")
+        conn.execute("CREATE TABLE t (x)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(500)])
+        rows = conn.execute("SELECT count(*), sum(x) FROM t").fetchone()
+        print(json.dumps({"tuned": tuned, "counted": lib.sqlite3_memory_used(), "rows": rows}))
     if sys.argv[1] == "tune":
         from raytsystem.storage.sqlite_tuning import tune_process
         tuned = tune_process()
     elif sys.argv[1] == "cli":
         from raytsystem.cli import main
-        try:
-            main()  # as the console script calls it: sys.argv holds the command
-        except SystemExit:
-            pass
-    lib = ctypes.CDLL(_sqlite3.__file__)
-    lib.sqlite3_memory_used.restype = ctypes.c_int64
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE t (x)")
-    conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(500)])
-    rows = conn.execute("SELECT count(*), sum(x) FROM t").fetchone()
-    print(json.dumps({"tuned": tuned, "counted": lib.sqlite3_memory_used(), "rows": rows}))
+        # As the console script calls it (sys.argv holds the command); it ends the process,
+        # after the exit handlers: the report is one.
+        atexit.register(report)
+        sys.argv[1:] = sys.argv[2:]  # the command after the probe's mode
+        main()
+    report()
     """
 )
 
