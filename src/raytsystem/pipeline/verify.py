@@ -291,6 +291,7 @@ def check_ledger(
 
 
 MAX_REFERENCE_FINDINGS = 100
+REFERENCE_CHECK_CACHE_MIB = 256  # as much as ingest's ledger connection has (staging.py)
 
 
 def check_references(conn: Connection, report: VerifyReport) -> None:
@@ -299,7 +300,14 @@ def check_references(conn: Connection, report: VerifyReport) -> None:
     checks them all (`PRAGMA foreign_key_check`). PostgreSQL always enforces them."""
     if conn.dialect.name != "sqlite":
         return
-    dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    # The check looks every reference up in its parent's B-tree: with SQLite's default 2 MiB
+    # page cache that took 4.4 s of a 10,000-file ledger's verify, 1.7-2.2 s with this one.
+    (cache,) = conn.exec_driver_sql("PRAGMA cache_size").one()
+    conn.exec_driver_sql(f"PRAGMA cache_size=-{REFERENCE_CHECK_CACHE_MIB * 1024}")
+    try:
+        dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
     for table, rowid, parent, _fk in dangling[:MAX_REFERENCE_FINDINGS]:
         report.add(
             "error",
