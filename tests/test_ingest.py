@@ -10,6 +10,8 @@ import multiprocessing
 import os
 import shutil
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -246,3 +248,21 @@ def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> Non
             )
         assert raised.value.code == "internal_error", name
         assert "docs/a.md" in str(raised.value), name
+
+
+def test_waiting_out_a_thread_drops_its_error_and_waits_until_it_is_done() -> None:
+    # When the ledger's commit fails, the index's settle is waited out before the index is
+    # abandoned; the commit's error is the one raised, not the settle's.
+    started, release = threading.Event(), threading.Event()
+
+    def settle() -> None:
+        started.set()
+        release.wait(10)
+        raise RuntimeError("the settle failed too")
+
+    with ThreadPoolExecutor(1) as pool:
+        settling = pool.submit(settle)
+        started.wait(10)
+        threading.Timer(0.2, release.set).start()
+        ingest_module._wait_out(settling)
+        assert settling.done()

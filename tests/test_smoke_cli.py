@@ -57,3 +57,20 @@ def test_a_reader_that_left_ends_the_command_quietly(workspace: Path) -> None:
         os.close(written)
     assert done.returncode == 1  # click's status when the output cannot be written
     assert done.stderr == ""  # no traceback, no "Exception ignored" at exit
+
+
+def test_a_command_started_without_stdout_or_stderr_still_ends_well(workspace: Path) -> None:
+    # Started with its output streams closed (cron, daemons: `>&-`), Python has no
+    # sys.stdout / sys.stderr at all; the end of the process must not trip over that.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for closing in (">&-", "2>&-"):
+        done = subprocess.run(
+            ["sh", "-c", f'exec "$0" -m raytsystem --workspace "$1" status --json {closing}',
+             sys.executable, str(workspace)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (closing, done.stderr)
+        assert "Traceback" not in done.stderr

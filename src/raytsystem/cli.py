@@ -760,13 +760,15 @@ def _end_process(exc: SystemExit) -> NoReturn:
         status = 1
     atexit._run_exitfuncs()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: the process was started with stdout closed
+            sys.stdout.flush()
     except BrokenPipeError:
         pass  # the reader left: as during the command (main), not an error
     except (OSError, ValueError):
         status = status or 120  # what Python exits with when stdout cannot be flushed
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     os._exit(status)
 
 

@@ -534,7 +534,11 @@ class IndexWriter:
         """Write out what the rows so far left in memory (FTS5's pending terms, up to
         FTS_HASH_BYTES per table, and SQLite's dirty pages): a commit, which `finish` would
         otherwise do. Ingest runs it on a thread of its own while the ledger commits, once the
-        workers are done and a core is free; nothing else may use this writer meanwhile."""
+        workers are done and a core is free; nothing else may use this writer meanwhile.
+        A recycled spare is left as it is: its exclusive transaction keeps out a reader that
+        opened the file before it was renamed (and a patched spare has little to write)."""
+        if self.recycled:
+            return
         self.conn.execute("COMMIT")
         self.conn.execute("BEGIN")
 

@@ -21,6 +21,7 @@ a batch of results and one digest per source, whatever the size of the workspace
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -308,8 +309,10 @@ class _Run:
             settled = pool.submit(self._index.settle)
             try:
                 yield
-            finally:
-                settled.result()
+            except BaseException:
+                _wait_out(settled)  # the index is abandoned next: not while it commits
+                raise
+            settled.result()
 
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
@@ -354,6 +357,19 @@ class _Run:
 
 
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _wait_out(future: Future[Any]) -> None:
+    """Wait until `future` is done, whatever it raised and however often Ctrl-C is pressed
+    meanwhile (re-raised once it is done); its own error is dropped: the caller has one."""
+    interrupted = False
+    while not future.done():
+        try:
+            concurrent.futures.wait([future])
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def check_references(r: FileResult, source_id: str) -> None:

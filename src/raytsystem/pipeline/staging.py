@@ -156,6 +156,7 @@ class Staging:
             self.conn.commit()
         with contextlib.suppress(SQLAlchemyError):
             self._set_synchronous("FULL")
+        with contextlib.suppress(SQLAlchemyError):
             self._check_foreign_keys(True)
 
     @contextmanager
@@ -167,7 +168,7 @@ class Staging:
 
         With SQLite, these transactions run without its foreign-key checks: the caller writes
         only rows whose references it has checked against the rows it writes with them
-        (`ingest.check_references`), and the checks were 15% of the ledger's insert time (a
+        (`ingest.check_references`), and the checks were a fifth of the ledger's insert time (a
         B-tree search in a parent table per reference). `verify` checks every reference."""
         if not self.conn.in_transaction():
             self._check_foreign_keys(False)
