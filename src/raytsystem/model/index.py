@@ -268,6 +268,7 @@ def _copy_direct(source: Path, target: Path) -> bool:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flag, 0o644)
     except OSError:
         return False
+    copied = False
     try:
         # An anonymous mapping is page-aligned, as direct writes need their buffer to be.
         with mmap.mmap(-1, _DIRECT_CHUNK) as buf, open(source, "rb", buffering=0) as src:
@@ -275,15 +276,14 @@ def _copy_direct(source: Path, target: Path) -> bool:
             _write_blocks(fd, src, buf)
         os.ftruncate(fd, size)  # the last block was padded
         os.fsync(fd)
-        return True
+        copied = True
     except (OSError, BufferError):  # BufferError: the buffer could not be unmapped
-        os.close(fd)
-        fd = -1
-        target.unlink(missing_ok=True)
-        return False
+        pass
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+        if not copied:
+            target.unlink(missing_ok=True)
+    return copied
 
 
 def _write_blocks(fd: int, src: Any, buf: mmap.mmap) -> None:

@@ -12,7 +12,7 @@ from typing import Final, NamedTuple
 import blake3
 
 from ..canonical import Shape
-from ..ids import identity_digest, identity_template, shaped_hash
+from ..ids import HASH_HEX, identity_digest, identity_template, shaped_hash
 
 
 class SegmentRow(NamedTuple):
@@ -97,7 +97,7 @@ def confirmed_claim_hash(evidence: str, claim: str, statement: str) -> str:
     """claim_hash(claim, statement, "extracted", "confirmed", evidence_ids), taking the canonical
     JSON of the sorted evidence IDs, json_text(claim) and json_text(statement)."""
     text = _CONFIRMED_EXTRACTED % (evidence, claim, statement)
-    return blake3.blake3(text.encode("utf-8")).hexdigest(length=32)
+    return blake3.blake3(text.encode("utf-8")).hexdigest(length=HASH_HEX // 2)
 
 
 def claim_hash(

@@ -49,7 +49,7 @@ from ..model.generation import (
     generation_hash,
     manifest_digest,
 )
-from ..model.objects import ClaimRow, EvidenceRow
+from ..model.objects import EvidenceRow
 from ..model.text import Finding
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, insert_rows
@@ -316,7 +316,8 @@ class _Run:
 
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
-        new = [r for r in batch if r.outcome == "new"]
+        # Each new result with its source's ID (derived from the path once, used four times).
+        new = [(r, source_id_for(r.path)) for r in batch if r.outcome == "new"]
         for r in batch:
             self.report.bytes_read += r.size
             if r.finding:
@@ -332,15 +333,14 @@ class _Run:
         # The workers staged their new blobs unsynced: make them durable and visible before
         # any row that points to them is committed.
         faults.point("ingest.before_publish")
-        for r in new:
-            check_references(r, source_id_for(r.path))
-        self.blobs.publish(staged for r in new for staged in r.staged)
+        for r, sid in new:
+            check_references(r, sid)
+        self.blobs.publish(staged for r, _ in new for staged in r.staged)
         rows: dict[str, list[tuple[Any, ...]]] = {}
         digests: dict[str, str] = {}
         with self.stage.batch() as conn:
-            _write_objects(conn, new, self.started_at, (), ())
-            for r in new:
-                sid = source_id_for(r.path)
+            _write_objects(conn, new, self.started_at, ())
+            for r, sid in new:
                 nid = str(r.normalization["id"])
                 if is_manual(r.path):
                     # A note's claims and statuses are decided with the whole generation.
@@ -584,7 +584,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
         )
     report.findings.extend(manual.findings)
     with run.stage.transaction() as conn:
-        _write_objects(conn, (), run.started_at, (), manual.evidence)
+        _write_objects(conn, (), run.started_at, manual.evidence)
         for sid, s in manual.states.items():
             run.states[sid] = s
             run.stage.put_claims(sid, s.claims)
@@ -775,21 +775,19 @@ def _cached_revision(
 
 def _write_objects(
     conn: Connection,
-    results: Iterable[FileResult],
+    results: Iterable[tuple[FileResult, str]],
     seen_at: str,
-    extra_claims: Sequence[ClaimRow],
     extra_evidence: Sequence[EvidenceRow],
 ) -> None:
-    """The immutable rows of these results; segments, claims and evidence are already tuples
-    in their tables' column order (`FileResult`)."""
+    """The immutable rows of these results (each with its source's ID); segments, claims and
+    evidence are already tuples in their tables' column order (`FileResult`)."""
     sources: list[tuple[Any, ...]] = []
     revisions: list[tuple[Any, ...]] = []
     normalizations: list[tuple[Any, ...]] = []
     segments: list[tuple[Any, ...]] = []
-    claims: list[tuple[Any, ...]] = list(extra_claims)
+    claims: list[tuple[Any, ...]] = []
     evidence: list[tuple[Any, ...]] = list(extra_evidence)
-    for r in results:
-        sid = source_id_for(r.path)
+    for r, sid in results:
         sources.append(_row(Source, id=sid, path=r.path, first_seen_at=seen_at))
         revisions.append(
             _row(

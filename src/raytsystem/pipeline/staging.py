@@ -124,26 +124,24 @@ class Staging:
             ).rowcount
         return int(left or 0)
 
-    def _set_synchronous(self, level: str) -> None:
-        if self._wal:
-            # The pragma cannot change inside a transaction; whoever calls this has committed
-            # (or rolled back) what mattered, so this ends an empty one.
-            if self.conn.in_transaction():
-                self.conn.commit()
-            self.conn.exec_driver_sql(f"PRAGMA synchronous={level}")
-            self.conn.commit()
-
-    def _check_foreign_keys(self, on: bool) -> None:
-        """SQLite's foreign-key checks on or off for this connection's next transactions (the
-        pragma is ignored inside one: whoever calls this has committed what mattered). With
-        PostgreSQL they always hold."""
-        if self.conn.dialect.name != "sqlite" or self._foreign_keys == on:
-            return
+    def _pragma(self, statement: str) -> None:
+        """Run an SQLite pragma that cannot change inside a transaction; whoever calls this
+        has committed (or rolled back) what mattered, so this ends an empty one."""
         if self.conn.in_transaction():
             self.conn.commit()
-        self.conn.exec_driver_sql(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+        self.conn.exec_driver_sql(statement)
         self.conn.commit()
-        self._foreign_keys = on
+
+    def _set_synchronous(self, level: str) -> None:
+        if self._wal:
+            self._pragma(f"PRAGMA synchronous={level}")
+
+    def _check_foreign_keys(self, on: bool) -> None:
+        """SQLite's foreign-key checks on or off for this connection's next transactions.
+        With PostgreSQL they always hold."""
+        if self.conn.dialect.name == "sqlite" and self._foreign_keys != on:
+            self._pragma(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+            self._foreign_keys = on
 
     def close(self) -> None:
         """Leave the connection as it was found: it may go back to a pool (PostgreSQL), where
