@@ -180,7 +180,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             "ingest peak PSS (whole tree, sampled)",
             cold["tree_peak_pss_mib"],
             "MiB",
-            note="sum over the process and its workers, every 0.2 s",
+            note="sum over the process and its workers; sampled with at most 1% of a core",
         ),
         _fig(
             "re-ingest",

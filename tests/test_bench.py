@@ -44,6 +44,26 @@ def test_run_process_counts_the_cpu_of_the_workers_it_waited_for(tmp_path):
     assert result.user_s + result.system_s >= workers
 
 
+_HOLD = textwrap.dedent(
+    """
+    import time
+    block = bytearray(96 * 1024 * 1024)  # touched: resident
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(1.5)
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="no smaps_rollup")
+def test_the_tree_sampler_sees_what_a_child_holds(tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text(_HOLD)
+    result = run_process([sys.executable, str(script)], sample_tree=True).check()
+    assert result.tree_peak_pss_kib is not None
+    assert result.tree_peak_pss_kib >= 90 * 1024
+
+
 def _runs(cpu: tuple[float, float] | None) -> tuple[dict, dict, dict]:
     """A cold ingest of 5 MB in 10 s, and parse baselines of 4 and 6 s for the same 5 MB."""
     cold: dict = {"wall_s": 10.0, "files": 1000, "bytes": 5_000_000}
