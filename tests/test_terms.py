@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import unicodedata
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raytsystem.model import index
 from raytsystem.model.terms import _by_script, term_text, terms
 
 
@@ -67,3 +69,16 @@ def test_property_ascii_text_gets_the_terms_of_the_general_path(text: str) -> No
 def test_property_terms_are_letters_and_digits_only(text: str) -> None:
     for term in terms(text):
         assert term and all(ch.isalnum() for ch in term), term
+
+
+@given(st.text(max_size=60))
+def test_property_the_index_tokenizes_terms_exactly_where_python_splits_them(text: str) -> None:
+    """QUERY computes BM25 from a claim's stored terms split by `str.split`; FTS5 must see
+    the same tokens, in the same order, or the two scores part."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(terms, tokenize='{index._TOKENIZE}')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    stored = term_text(text)
+    conn.execute("INSERT INTO t (rowid, terms) VALUES (1, ?)", (stored,))
+    tokens = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
+    assert tokens == stored.split()
