@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import unicodedata
 
@@ -75,10 +76,12 @@ def test_property_terms_are_letters_and_digits_only(text: str) -> None:
 def test_property_the_index_tokenizes_terms_exactly_where_python_splits_them(text: str) -> None:
     """QUERY computes BM25 from a claim's stored terms split by `str.split`; FTS5 must see
     the same tokens, in the same order, or the two scores part."""
-    conn = sqlite3.connect(":memory:")
-    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(terms, tokenize='{index._TOKENIZE}')")
-    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
-    stored = term_text(text)
-    conn.execute("INSERT INTO t (rowid, terms) VALUES (1, ?)", (stored,))
-    tokens = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.executescript(index.SCHEMA)  # the index's own tables, tokenizer included
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(claims_fts, 'instance')")
+        stored = term_text(text)
+        conn.execute(
+            "INSERT INTO claims_fts (rowid, terms, heading, path) VALUES (1, ?, '', '')", (stored,)
+        )
+        tokens = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
     assert tokens == stored.split()
