@@ -763,7 +763,7 @@ def _end_process(exc: SystemExit) -> NoReturn:
         if sys.stdout is not None:  # None: the process was started with stdout closed
             sys.stdout.flush()
     except BrokenPipeError:
-        pass  # the reader left: as during the command (main), not an error
+        pass  # the reader left after the command's last write: nothing more to say
     except (OSError, ValueError):
         status = status or 120  # what Python exits with when stdout cannot be flushed
     with contextlib.suppress(OSError, ValueError):
@@ -786,8 +786,8 @@ def _main(args: list[str]) -> None:
         _fail(exc, as_json, exc.exit_status)
     except KeyboardInterrupt:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
-    except BrokenPipeError:
-        sys.exit(0)
+    # (A reader that leaves mid-command never gets here: click itself ends the command, with
+    # status 1 and its streams quieted.)
     except Exception as exc:  # a bug: one line, the traceback only when asked for
         if os.environ.get("RAYTSYSTEM_DEBUG"):
             raise

@@ -7,9 +7,10 @@ ingest makes tens of millions of such calls on one thread: `perf` put a tenth of
 time in `pthread_mutex_lock`/`unlock`. raytsystem needs neither:
 
 - every connection is used by one thread at a time (stdlib connections refuse another thread,
-  `check_same_thread`, except the index writer's, which a settle thread takes while the main
-  thread waits, ADR 0019; the ledger's SQLAlchemy engine opens a connection per use,
-  `NullPool`), which is what SQLite's *multi-thread* mode asks for;
+  `check_same_thread`, except the index writer's, which a settle thread uses while the main
+  thread commits the ledger and leaves it alone, ADR 0019; the ledger's SQLAlchemy engine
+  opens a connection per use, `NullPool`), which is what SQLite's *multi-thread* mode asks
+  for;
 - nothing reads SQLite's memory statistics or sets a soft heap limit.
 
 The settings can only change while SQLite is shut down, that is before the process opens its
