@@ -6,8 +6,9 @@ built from the ledger. It records the generation hash it was built for and a dig
 an index whose recorded generation is not the one it answers from.
 
 Three FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed
-claims QUERY answers from; `segments_fts` has every segment, for browsing with `search`;
-`sources_fts` has one row per source with all its text, which QUERY uses as the context of a
+claims QUERY answers from; `segments_fts` has the segments `search` browses, except a prose
+segment whose terms are exactly its confirmed claims' terms: its claims stand for it (their
+`stands_for` names it), which spares indexing the same words twice (ADR 0021); `sources_fts` has one row per source with all its text, which QUERY uses as the context of a
 claim (is this document about the question at all?). `blocks` records the rowid range of each
 source's rows, which are always written together, so QUERY can search one source's claims, and
 an ingest finds the rows of a source it replaces (`docs` has no index by source: keeping one in
@@ -39,7 +40,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "7"
+FORMAT: Final = "8"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
@@ -55,7 +56,8 @@ CREATE TABLE docs (
     segment_kind TEXT NOT NULL,
     authority TEXT NOT NULL,
     status TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    stands_for TEXT NOT NULL
 );
 CREATE TABLE source_digests (source_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
 CREATE TABLE blocks (
@@ -94,6 +96,7 @@ class IndexRow(NamedTuple):
     authority: str  # "" for segments
     status: str  # "" for segments
     text: str
+    stands_for: str  # a claim's segment when the claim stands for it in `search`, else ""
     terms: str
     heading_terms: str
     path_terms: str
@@ -352,7 +355,8 @@ def _block(conn: sqlite3.Connection, source_id: str) -> tuple[int, int] | None:
 
 _ROWS = """
     SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-           d.segment_kind, d.authority, d.status, d.text, f.terms, f.heading, f.path
+           d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.terms, f.heading,
+           f.path
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 
 
@@ -373,15 +377,16 @@ def _insert(
             n += 1
             if r[3] != source_id:
                 raise ValueError(f"a row of source {r[3]} is among the rows of {source_id}")
-            docs.append((n, *r[:10]))
-            fts[r[0]].append((n, *r[10:]))
+            docs.append((n, *r[:11]))
+            fts[r[0]].append((n, *r[11:]))
             if r[0] == "source":
                 own = n
         if n >= low:
             blocks.append((source_id, own, low, n))
     conn.executemany(
         "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
-        "heading_path, segment_kind, authority, status, text) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        "heading_path, segment_kind, authority, status, text, stands_for) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         docs,
     )
     for kind, table in FTS_TABLES.items():

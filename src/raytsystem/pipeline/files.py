@@ -227,14 +227,16 @@ def process_file(task: FileTask) -> FileResult:
         # of it; the parent replaces them if a directive changes the claim's status.
         states: list[tuple[Any, ...]] = []
         facts: list[ClaimFact] = []
-        for (cid, _, authority, statement, _), (eid, _, seg_id, _, _, _, _) in zip(
+        for (cid, _, authority, statement, _), (eid, _, seg_id, start, _, _, _) in zip(
             claim_rows, evidence_rows, strict=True
         ):
             ev_json = state_evidence((eid,))  # also the evidence list the claim hash holds
             digest = confirmed_claim_hash(ev_json, json_text(cid), json_text(statement))
             states.append((cid, source_id, "confirmed", digest, ev_json))
             facts.append(
-                ClaimFact(cid, digest, "confirmed", authority, statement, headings[seg_id])
+                ClaimFact(
+                    cid, digest, "confirmed", authority, statement, headings[seg_id], seg_id, start
+                )
             )
         result.claim_states = states
         result.source_digest = source_digest(source_id, revision_id, normalization_id, states)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, select
 
 from ..model import index as index_file
+from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
 from ..model.index import Row
 from ..model.terms import term_text
@@ -44,6 +45,8 @@ class ClaimFact(NamedTuple):
     authority: str
     statement: str
     heading_path: str  # of the segment its statement is in
+    segment_id: str  # that segment
+    start: int  # where its statement starts in the normalized text
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,29 @@ def source_rows(
 ) -> list[Row]:
     """Every index row of one source: its segments, itself as a whole, its confirmed claims.
 
+    A prose segment whose terms are exactly its confirmed claims' terms, in order (its
+    sentences, nothing left over: the common case) gets no row of its own; its claims stand for
+    it in `search` (ADR 0021). Any other segment, one with a disputed sentence, say, or a word
+    across a sentence cut, has its row.
+
     Rows are plain tuples with the fields of `IndexRow`, in order: a worker makes a hundred
     per file and sends them to the writer as they are."""
     rows: list[Row] = []
     pterms = analyzer.path(path)
+    confirmed = [c for c in claims if c.status == "confirmed"]
+    claim_terms = [analyzer.text(c.statement) for c in confirmed]
+    in_segment: dict[str, list[tuple[int, str]]] = {}
+    for claim, terms in zip(confirmed, claim_terms, strict=True):
+        in_segment.setdefault(claim.segment_id, []).append((claim.start, terms))
+    stood_for: set[str] = set()
     whole: list[str] = []
     headings: list[str] = []
     for seg in segments:
         seg_terms = analyzer.text(seg.text)
+        (headings if seg.kind == "heading" else whole).append(seg_terms)
+        if seg.kind in PROSE_KINDS and _covered(seg_terms, in_segment.get(seg.id)):
+            stood_for.add(seg.id)
+            continue
         # The text itself is not stored in the index (its SHA-256 is): readers cut it from the
         # verified normalized-text blob, and the index stays a third smaller.
         rows.append(
@@ -113,12 +131,12 @@ def source_rows(
                 "",
                 "",
                 "",
+                "",
                 seg_terms,
                 analyzer.heading(seg.heading_path),
                 pterms,
             )
         )
-        (headings if seg.kind == "heading" else whole).append(seg_terms)
     if normalization_id and (whole or headings):
         # The whole source as one document: the context QUERY weighs claims by.
         rows.append(
@@ -133,14 +151,13 @@ def source_rows(
                 "",
                 "",
                 path,
+                "",
                 " ".join(whole),
                 " ".join(headings),
                 pterms,
             )
         )
-    for claim in claims:
-        if claim.status != "confirmed":
-            continue
+    for claim, terms in zip(confirmed, claim_terms, strict=True):
         rows.append(
             (
                 "claim",
@@ -153,12 +170,20 @@ def source_rows(
                 claim.authority,
                 claim.status,
                 claim.statement,
-                analyzer.text(claim.statement),
+                claim.segment_id if claim.segment_id in stood_for else "",
+                terms,
                 analyzer.heading(claim.heading_path),
                 pterms,
             )
         )
     return rows
+
+
+def _covered(segment_terms: str, claims: list[tuple[int, str]] | None) -> bool:
+    """Whether a segment's terms are its claims' terms ((start, terms) pairs), in text order."""
+    if not claims:
+        return False
+    return " ".join(terms for _, terms in sorted(claims) if terms) == segment_terms
 
 
 def index_rows(
@@ -200,14 +225,15 @@ def index_rows(
             select(Claim.id, Claim.statement, Claim.authority).where(Claim.id.in_(part))
         ):
             statements[cid] = (statement, authority)
-    heading_of_claim: dict[str, str] = {}
+    # Where each claim's statement is: its segment's heading path, the segment, the start.
+    located: dict[str, tuple[str, str, int]] = {}
     for part in chunks(sorted({e for c in confirmed for e in c.evidence_ids})):
-        for cid, heading in conn.execute(
-            select(Evidence.claim_id, Segment.heading_path)
+        for cid, heading, seg_id, start in conn.execute(
+            select(Evidence.claim_id, Segment.heading_path, Evidence.segment_id, Evidence.start)
             .join(Segment, Segment.id == Evidence.segment_id)
             .where(Evidence.id.in_(part), Evidence.role == "statement")
         ):
-            heading_of_claim[cid] = heading
+            located[cid] = (heading, seg_id, start)
 
     out: dict[str, list[Row]] = {}
     for source in sources:
@@ -227,7 +253,7 @@ def index_rows(
                 c.status,
                 statements[c.claim_id][1],
                 statements[c.claim_id][0],
-                heading_of_claim.get(c.claim_id, "[]"),
+                *located.get(c.claim_id, ("[]", "", 0)),
             )
             for c in source.claims
             if c.status == "confirmed"

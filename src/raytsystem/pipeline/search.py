@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..canonical import sha256_hex
 from ..errors import IntegrityError, UsageError
@@ -23,18 +23,19 @@ from .ranking import WEIGHTS, match_expression
 
 def _segment_texts(
     reader: Reader, blobs: BlobStore, ids: list[str]
-) -> dict[str, tuple[str, int, int]]:
-    """segment ID -> (text, first line, last line), each text checked against its SHA-256."""
+) -> dict[str, tuple[str, str, str, int, int]]:
+    """segment ID -> (text, kind, SHA-256, first line, last line) from the ledger, each text
+    checked against its SHA-256."""
     placeholders, params = expand("s", ids)
     found = reader.rows(
-        'SELECT s.id, s.line_start, s.line_end, s."start", s."end", s.sha256, n.text_blob '
-        "FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
+        'SELECT s.id, s.kind, s.line_start, s.line_end, s."start", s."end", s.sha256, '
+        "n.text_blob FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
         f"WHERE s.id IN ({placeholders})",
         params,
     )
     normalized: dict[str, str] = {}
     out = {}
-    for seg_id, line_start, line_end, start, end, sha, blob in found:
+    for seg_id, kind, line_start, line_end, start, end, sha, blob in found:
         if blob not in normalized:
             normalized[blob] = blobs.get(blob).decode("utf-8")
         body = normalized[blob][start:end]
@@ -43,8 +44,32 @@ def _segment_texts(
                 f"segment {seg_id} text does not hash to its recorded SHA-256",
                 code="excerpt_mismatch",
             )
-        out[seg_id] = (body, line_start, line_end)
+        out[seg_id] = (body, kind, sha, line_start, line_end)
     return out
+
+
+# The best segments: those with rows of their own, and those their claims stand for (ADR 0021),
+# each scored by its best row: its own, or its best claim's.
+_SEGMENT_HITS: Final = """
+    SELECT object_id, source_path, heading_path, object_hash, min(score) AS best FROM (
+        SELECT d.object_id, d.source_path, d.heading_path, d.object_hash,
+               bm25(segments_fts, ?, ?, ?) AS score
+        FROM segments_fts f JOIN docs d ON d.rowid = f.rowid WHERE segments_fts MATCH ?
+        UNION ALL
+        SELECT d.stands_for, d.source_path, d.heading_path, '', bm25(claims_fts, ?, ?, ?)
+        FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
+        WHERE claims_fts MATCH ? AND d.stands_for <> ''
+    ) GROUP BY object_id ORDER BY best, object_id LIMIT ?"""
+
+_CLAIM_HITS: Final = """
+    SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.authority,
+           d.text, bm25(claims_fts, ?, ?, ?) AS score
+    FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
+    WHERE claims_fts MATCH ? ORDER BY score, d.object_id LIMIT ?"""
+
+
+def _score(bm25: float) -> float:
+    return float(f"{-bm25:.6g}")  # BM25: tiny in small workspaces, so significant digits
 
 
 def search(
@@ -59,42 +84,18 @@ def search(
 ) -> dict[str, Any]:
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}", code="invalid_limit")
-    table = {"segment": "segments_fts", "claim": "claims_fts"}[kind]
     query_terms = parse_query(text)
+    expression = match_expression(query_terms)
     target, _current = target_generation(reader, generation, None)
     path = index_file.index_path(index_dir, target.number, target.hash)
     with index_file.open_index(path, target.hash) as conn:
-        rows = conn.execute(
-            "SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.segment_kind, "
-            f"d.authority, d.text, bm25({table}, ?, ?, ?) AS score "
-            f"FROM {table} f JOIN docs d ON d.rowid = f.rowid "
-            f"WHERE {table} MATCH ? ORDER BY score, d.object_id LIMIT ?",
-            (*WEIGHTS, match_expression(query_terms), limit),
-        ).fetchall()
-    segments = (
-        _segment_texts(reader, blobs, [r[0] for r in rows]) if kind == "segment" and rows else {}
-    )
-    hits = []
-    for object_id, object_hash, source_path, heading, seg_kind, authority, body, score in rows:
-        hit: dict[str, Any] = {
-            "id": object_id,
-            "kind": seg_kind or "claim",
-            "source_path": source_path,
-            "heading_path": json.loads(heading),
-            "text": body,
-            "score": float(
-                f"{-score:.6g}"
-            ),  # BM25: tiny in small workspaces, so significant digits
-        }
         if kind == "segment":
-            seg_text, start, end = segments.get(object_id, ("", 0, 0))
-            hit["text"] = seg_text
-            hit["lines"] = {"start": start, "end": end}
-            hit["sha256"] = object_hash
+            rows = conn.execute(
+                _SEGMENT_HITS, (*WEIGHTS, expression, *WEIGHTS, expression, limit)
+            ).fetchall()
         else:
-            hit["authority"] = authority
-            hit["hash"] = object_hash
-        hits.append(hit)
+            rows = conn.execute(_CLAIM_HITS, (*WEIGHTS, expression, limit)).fetchall()
+    hits = _segment_hits(reader, blobs, rows) if kind == "segment" else _claim_hits(rows)
     return {
         "schema_version": "1",
         "query": text,
@@ -102,3 +103,46 @@ def search(
         "generation": target.to_json(),
         "hits": hits,
     }
+
+
+def _segment_hits(reader: Reader, blobs: BlobStore, rows: list[Any]) -> list[dict[str, Any]]:
+    segments = _segment_texts(reader, blobs, [r[0] for r in rows]) if rows else {}
+    hits = []
+    for seg_id, source_path, heading, indexed_hash, score in rows:
+        found = segments.get(seg_id)
+        # A segment's own row records its hash; a claim standing for it records none.
+        if found is None or indexed_hash not in ("", found[2]):
+            raise IntegrityError(
+                f"fail closed: segment {seg_id} of the index does not match the ledger",
+                code="index_row_mismatch",
+            )
+        body, seg_kind, sha, start, end = found
+        hits.append(
+            {
+                "id": seg_id,
+                "kind": seg_kind,
+                "source_path": source_path,
+                "heading_path": json.loads(heading),
+                "text": body,
+                "score": _score(score),
+                "lines": {"start": start, "end": end},
+                "sha256": sha,
+            }
+        )
+    return hits
+
+
+def _claim_hits(rows: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": object_id,
+            "kind": "claim",
+            "source_path": source_path,
+            "heading_path": json.loads(heading),
+            "text": body,
+            "score": _score(score),
+            "authority": authority,
+            "hash": object_hash,
+        }
+        for object_id, object_hash, source_path, heading, authority, body, score in rows
+    ]

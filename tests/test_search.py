@@ -1,0 +1,173 @@
+"""SEARCH through the CLI, and how the index holds prose (ADR 0021): a paragraph whose terms are
+exactly its confirmed sentences' terms has no full-text row of its own, its claims stand for it;
+any other segment keeps its row, so every word of every segment stays searchable."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from conftest import run_cli, write
+
+from raytsystem.model import index as index_file
+from raytsystem.pipeline.indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+
+DOC = """# Payments
+
+## Retries
+
+Retries stop after at most five attempts. The backoff doubles each time the gateway fails.
+
+```python
+gateway_timeout = 30  # seconds
+```
+
+- Refunds take three business days.
+"""
+PARAGRAPH = (
+    "Retries stop after at most five attempts. The backoff doubles each time the gateway fails."
+)
+
+
+def _cli(ws: Path, *args: str) -> Any:
+    result = run_cli(*args, "--json", cwd=ws)
+    assert result.code == 0, (result.stdout, result.stderr)
+    return result.json()
+
+
+def _search(ws: Path, text: str) -> list[dict[str, Any]]:
+    return list(_cli(ws, "search", text)["hits"])
+
+
+def _latest_index(ws: Path) -> sqlite3.Connection:
+    return sqlite3.connect(index_file.index_files(ws / ".raytsystem" / "indexes")[0])
+
+
+def _own_rows(ws: Path, segment_id: str) -> int:
+    with _latest_index(ws) as conn:
+        return int(conn.execute("SELECT count(*) FROM docs WHERE object_id = ?", (segment_id,))
+                   .fetchone()[0])  # fmt: skip
+
+
+def _standing_for(ws: Path, segment_id: str) -> list[str]:
+    with _latest_index(ws) as conn:
+        rows = conn.execute(
+            "SELECT text FROM docs WHERE kind = 'claim' AND stands_for = ? ORDER BY text",
+            (segment_id,),
+        )
+        return [r[0] for r in rows]
+
+
+def test_a_paragraph_is_found_by_the_words_of_any_of_its_sentences(workspace: Path) -> None:
+    write(workspace, "docs/pay.md", DOC)
+    _cli(workspace, "ingest")
+    hits = _search(workspace, "backoff doubles")
+    assert [h["kind"] for h in hits] == ["paragraph"]
+    (hit,) = hits
+    assert hit["text"] == PARAGRAPH
+    assert hit["sha256"] == hashlib.sha256(PARAGRAPH.encode("utf-8")).hexdigest()
+    assert hit["lines"] == {"start": 5, "end": 5}
+    assert hit["source_path"] == "docs/pay.md"
+    assert hit["heading_path"] == ["Payments", "Retries"]
+    assert hit["score"] > 0
+    # Its two sentences stand for it; it has no row of its own.
+    assert _own_rows(workspace, hit["id"]) == 0
+    assert _standing_for(workspace, hit["id"]) == [
+        "Retries stop after at most five attempts.",
+        "The backoff doubles each time the gateway fails.",
+    ]
+    # Words of the first sentence find the same segment, once; the code block has its own row.
+    assert [h["id"] for h in _search(workspace, "five attempts")] == [hit["id"]]
+    found = {h["kind"]: h for h in _search(workspace, "gateway")}
+    assert set(found) == {"paragraph", "code"}
+    assert found["code"]["text"] == "gateway_timeout = 30  # seconds"
+    assert _own_rows(workspace, found["code"]["id"]) == 1
+    # A heading's words find everything under it: the claims carry their segment's heading.
+    under = {h["kind"] for h in _search(workspace, "retries")}
+    assert {"paragraph", "code", "list_item"} <= under
+    # Claims are searched as before, and QUERY answers from them.
+    claims = _cli(workspace, "search", "refunds", "--claims")["hits"]
+    assert [c["text"] for c in claims] == ["Refunds take three business days."]
+    assert _cli(workspace, "query", "backoff doubles")["status"] == "answered"
+    assert _cli(workspace, "verify")["ok"] is True
+
+
+def test_a_retracted_sentence_keeps_its_paragraph_searchable(workspace: Path) -> None:
+    write(workspace, "docs/pay.md", DOC)
+    _cli(workspace, "ingest")
+    answer = _cli(workspace, "query", "backoff doubles gateway")
+    claim = answer["citations"][0]["claim"]
+    assert claim["statement"] == "The backoff doubles each time the gateway fails."
+    (segment_id,) = {h["id"] for h in _search(workspace, "backoff doubles")}
+
+    write(workspace, "knowledge/manual/r.md", f"---\nretracts: [{claim['id']}]\n---\n# R\n\nNo.\n")
+    _cli(workspace, "ingest")
+    assert _cli(workspace, "query", "backoff doubles")["status"] == "gap"
+    # The paragraph is no longer its confirmed sentences alone: it has its own row again, and
+    # its retracted sentence's words still find it.
+    assert _own_rows(workspace, segment_id) == 1
+    assert _standing_for(workspace, segment_id) == []
+    hits = _search(workspace, "backoff doubles")
+    assert [(h["id"], h["text"]) for h in hits] == [(segment_id, PARAGRAPH)]
+    assert _cli(workspace, "verify")["ok"] is True
+    rebuilt = _cli(workspace, "index", "rebuild")
+    assert rebuilt["same_as_previous"] is True
+
+
+# --- which segments keep their own row (source_rows, the one function ingest and rebuild use) --
+
+
+def _segment(seg_id: str, kind: str, text: str) -> SegmentFact:
+    return SegmentFact(seg_id, "0" * 64, kind, '["H"]', text)
+
+
+def _claim(
+    claim_id: str, seg_id: str, start: int, statement: str, status: str = "confirmed"
+) -> ClaimFact:
+    return ClaimFact(claim_id, "1" * 64, status, "extracted", statement, '["H"]', seg_id, start)
+
+
+def _rows(segments: list[SegmentFact], claims: list[ClaimFact]) -> dict[str, tuple[str, ...]]:
+    rows = source_rows("src", "docs/a.md", "nrm", segments, claims, Analyzer())
+    return {r[1]: r for r in rows}
+
+
+def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row() -> None:
+    segments = [
+        _segment("covered", "paragraph", "Cats purr. Dogs bark."),
+        _segment("leftover", "paragraph", "Owls hoot. and then"),  # text in no claim
+        _segment("disputed", "paragraph", "Bees hum. Ants march."),
+        _segment("claimless", "table_row", "— | —"),
+        _segment("code", "code", "Cats purr."),
+    ]
+    claims = [
+        # Out of order: the claims of a segment are matched in the order of their text.
+        _claim("c2", "covered", 11, "Dogs bark."),
+        _claim("c1", "covered", 0, "Cats purr."),
+        _claim("c3", "leftover", 22, "Owls hoot."),
+        _claim("c4", "disputed", 43, "Bees hum."),
+        _claim("c5", "disputed", 53, "Ants march.", status="disputed"),
+        _claim("c6", "code", 70, "Cats purr."),  # a code block is never stood for
+    ]
+    rows = _rows(segments, claims)
+    assert {k for k, r in rows.items() if r[0] == "segment"} == {
+        "leftover",
+        "disputed",
+        "claimless",
+        "code",
+    }
+    stands_for = {k: r[10] for k, r in rows.items() if r[0] == "claim"}
+    assert stands_for == {"c1": "covered", "c2": "covered", "c3": "", "c4": "", "c6": ""}
+    # The source's own row still holds every segment's terms.
+    assert rows["src"][11] == "cat purr dog bark owl hoot and then bee hum ant march  cat purr"
+
+
+def test_claims_in_another_order_of_words_do_not_cover_a_segment() -> None:
+    segments = [_segment("s", "paragraph", "Cats purr. Dogs bark.")]
+    # Same terms, other order: a claim placed where the other one is.
+    claims = [_claim("c1", "s", 0, "Dogs bark."), _claim("c2", "s", 11, "Cats purr.")]
+    rows = _rows(segments, claims)
+    assert rows["s"][0] == "segment"
+    assert rows["c1"][10] == rows["c2"][10] == ""
