@@ -12,7 +12,7 @@ import pytest
 from bench.cli import Cli
 from bench.instructions import _count, measure
 from bench.measure import run_process
-from bench.report import _cpu_figures
+from bench.report import _cpu_figures, _target_ratio
 
 # A child that burns CPU in two worker processes and reports what they used.
 _POOL = textwrap.dedent(
@@ -80,6 +80,21 @@ def test_cpu_figures_divide_the_ingest_work_by_the_parse_work():
     assert "10% in the kernel" in total.note and "2.00 cores busy" in total.note
     # 20 s of CPU for the bytes parsing takes 5 s for (the mean of both runs): 4 x
     assert ratio.value == 4.0
+
+
+def test_the_target_ratio_is_cut_from_unrounded_rates_never_rounded_up_to_pass():
+    # A run of 2026-12-01: 1.14351 MB/s against parse runs of 2.3809 and 2.2119 MB/s, 0.49790...
+    # Its rounded rates (1.144 against a mean of 2.29) made 0.49956, shown as 0.5: a PASS.
+    cold = {"wall_s": 54.453, "bytes": 62_267_609, "mb_per_s": 1.144}
+    before = {"seconds": 26.1529, "bytes": 62_267_609, "mb_per_s": 2.38}
+    after = {"seconds": 28.1514, "bytes": 62_267_609, "mb_per_s": 2.21}
+    assert _target_ratio(cold, before, after) == 0.4979
+    # Results saved with only the first parse run: that run alone.
+    assert _target_ratio(cold, before, None) == 0.4802
+    # A run of exactly half the parse rate passes as exactly 0.5.
+    half = {"wall_s": 20.0, "bytes": 5_000_000}
+    parse = {"seconds": 10.0, "bytes": 5_000_000}
+    assert _target_ratio(half, parse, parse) == 0.5
 
 
 def test_results_saved_without_cpu_figures_report_none():
