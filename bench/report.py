@@ -84,7 +84,8 @@ def _target_ratio(
     parses = [r for r in (_rate(before, "seconds"), _rate(after or {}, "seconds")) if r]
     if ingest is None or not parses:
         return _ratio(cold.get("mb_per_s"), before.get("mb_per_s"))
-    return math.floor(ingest / (sum(parses) / len(parses)) * 1e4) / 1e4
+    # Rounded to 1e-5 first: a ratio of 0.57 is 5699.99999... ten-thousandths in floating point.
+    return math.floor(round(ingest / (sum(parses) / len(parses)) * 1e4, 5)) / 1e4
 
 
 def _parse_rate(before: dict[str, Any], after: dict[str, Any] | None) -> tuple[Any, str]:

@@ -95,6 +95,8 @@ def test_the_target_ratio_is_cut_from_unrounded_rates_never_rounded_up_to_pass()
     half = {"wall_s": 20.0, "bytes": 5_000_000}
     parse = {"seconds": 10.0, "bytes": 5_000_000}
     assert _target_ratio(half, parse, parse) == 0.5
+    # Binary floating point does not cut a ratio of exactly 0.57 to 0.5699.
+    assert _target_ratio({"wall_s": 100.0, "bytes": 28_500_000}, parse, parse) == 0.57
 
 
 def test_results_saved_without_cpu_figures_report_none():
