@@ -13,6 +13,7 @@ from conftest import run_cli, write
 
 from raytsystem.model import index as index_file
 from raytsystem.pipeline.indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+from raytsystem.pipeline.ranking import WEIGHTS
 
 DOC = """# Payments
 
@@ -171,3 +172,46 @@ def test_claims_in_another_order_of_words_do_not_cover_a_segment() -> None:
     rows = _rows(segments, claims)
     assert rows["s"][0] == "segment"
     assert rows["c1"][10] == rows["c2"][10] == ""
+
+
+# --- the best segments, from the best claims only ------------------------------------------
+
+MANY = (
+    "# Walruses\n\n"
+    + " ".join(f"Walrus walrus tusk number {n}." for n in range(12))
+    + (
+        "\n\nA walrus appears once in this much longer sentence about other animals entirely.\n\n"
+        "```\nwalrus = 1\n```\n\nSeals are not walruses, said nobody.\n"
+    )
+)
+
+
+def _every_match(ws: Path, text: str) -> list[str]:
+    """Segment IDs by their best score, from every matching row (no LIMIT anywhere)."""
+    best: dict[str, float] = {}
+    with _latest_index(ws) as conn:
+        for table, id_column, where in (
+            ("segments_fts", "d.object_id", ""),
+            ("claims_fts", "d.stands_for", "AND d.stands_for <> ''"),
+        ):
+            for seg_id, score in conn.execute(
+                f"SELECT {id_column}, bm25({table}, ?, ?, ?) FROM {table} f "
+                f"JOIN docs d ON d.rowid = f.rowid WHERE {table} MATCH ? {where}",
+                (*WEIGHTS, text),
+            ):
+                best[seg_id] = min(score, best.get(seg_id, score))
+    return sorted(best, key=lambda s: (best[s], s))
+
+
+def test_the_best_segments_are_those_every_matching_claim_would_give(workspace: Path) -> None:
+    write(workspace, "docs/walrus.md", MANY)
+    _cli(workspace, "ingest")
+    expected = _every_match(workspace, '"walrus"')
+    # Every segment under the heading: itself, the paragraph of twelve, the long sentence, the
+    # code, the seals.
+    assert len(expected) == 5
+    for limit in (1, 2, 3, 4, 10):
+        # --limit 2 reads the best 8 claims first, all of them the first paragraph's: it must
+        # read on to find the second segment.
+        got = _cli(workspace, "search", "walrus", "--limit", str(limit))["hits"]
+        assert [h["id"] for h in got] == expected[:limit], limit

@@ -48,18 +48,17 @@ def _segment_texts(
     return out
 
 
-# The best segments: those with rows of their own, and those their claims stand for (ADR 0021),
-# each scored by its best row: its own, or its best claim's.
-_SEGMENT_HITS: Final = """
-    SELECT object_id, source_path, heading_path, object_hash, min(score) AS best FROM (
-        SELECT d.object_id, d.source_path, d.heading_path, d.object_hash,
-               bm25(segments_fts, ?, ?, ?) AS score
-        FROM segments_fts f JOIN docs d ON d.rowid = f.rowid WHERE segments_fts MATCH ?
-        UNION ALL
-        SELECT d.stands_for, d.source_path, d.heading_path, '', bm25(claims_fts, ?, ?, ?)
-        FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
-        WHERE claims_fts MATCH ? AND d.stands_for <> ''
-    ) GROUP BY object_id ORDER BY best, object_id LIMIT ?"""
+# The best segments with rows of their own, and the best claims standing for a segment (ADR
+# 0021): ordered by score and then segment, a segment's first claim is its best.
+_OWN_SEGMENTS: Final = """
+    SELECT d.object_id, d.source_path, d.heading_path, d.object_hash,
+           bm25(segments_fts, ?, ?, ?) AS score
+    FROM segments_fts f JOIN docs d ON d.rowid = f.rowid
+    WHERE segments_fts MATCH ? ORDER BY score, d.object_id LIMIT ?"""
+_STOOD_FOR: Final = """
+    SELECT d.stands_for, d.source_path, d.heading_path, '', bm25(claims_fts, ?, ?, ?) AS score
+    FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
+    WHERE claims_fts MATCH ? AND d.stands_for <> '' ORDER BY score, d.stands_for LIMIT ?"""
 
 _CLAIM_HITS: Final = """
     SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.authority,
@@ -90,9 +89,7 @@ def search(
     path = index_file.index_path(index_dir, target.number, target.hash)
     with index_file.open_index(path, target.hash) as conn:
         if kind == "segment":
-            rows = conn.execute(
-                _SEGMENT_HITS, (*WEIGHTS, expression, *WEIGHTS, expression, limit)
-            ).fetchall()
+            rows = _best_segments(conn, expression, limit)
         else:
             rows = conn.execute(_CLAIM_HITS, (*WEIGHTS, expression, limit)).fetchall()
     hits = _segment_hits(reader, blobs, rows) if kind == "segment" else _claim_hits(rows)
@@ -103,6 +100,24 @@ def search(
         "generation": target.to_json(),
         "hits": hits,
     }
+
+
+def _best_segments(conn: Any, expression: str, limit: int) -> list[Any]:
+    """The `limit` best segments, each scored by its own row or by its best claim, in order of
+    score and then ID: exactly what grouping every matching claim by segment would give, from
+    the best few claims (more when a few segments hold all of them)."""
+    own = conn.execute(_OWN_SEGMENTS, (*WEIGHTS, expression, limit)).fetchall()
+    wanted = limit * 4
+    while True:
+        claims = conn.execute(_STOOD_FOR, (*WEIGHTS, expression, wanted)).fetchall()
+        stood_for: dict[str, Any] = {}
+        for row in claims:
+            stood_for.setdefault(row[0], row)
+        if len(stood_for) >= limit or len(claims) < wanted:
+            break
+        wanted *= 4
+    found = own + list(stood_for.values())[:limit]
+    return sorted(found, key=lambda r: (r[4], r[0]))[:limit]
 
 
 def _segment_hits(reader: Reader, blobs: BlobStore, rows: list[Any]) -> list[dict[str, Any]]:
