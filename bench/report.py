@@ -75,27 +75,33 @@ def _rate(run: dict[str, Any], seconds: str) -> float | None:
     return None
 
 
+def _parse_mean(before: dict[str, Any], after: dict[str, Any] | None) -> float | None:
+    """The parse baseline's MB/s, unrounded: the mean of the runs before and after the ingest
+    (results saved before there was a second run have only the first)."""
+    rates = [r for r in (_rate(before, "seconds"), _rate(after or {}, "seconds")) if r]
+    return sum(rates) / len(rates) if rates else None
+
+
 def _target_ratio(
     cold: dict[str, Any], before: dict[str, Any], after: dict[str, Any] | None
 ) -> float | None:
     """Ingest MB/s over the parse baseline's, from the unrounded rates and cut (not rounded) to
     four decimals: a ratio of 0.49996 must not pass as 0.5."""
-    ingest = _rate(cold, "wall_s")
-    parses = [r for r in (_rate(before, "seconds"), _rate(after or {}, "seconds")) if r]
-    if ingest is None or not parses:
-        return _ratio(cold.get("mb_per_s"), before.get("mb_per_s"))
+    ingest, parse = _rate(cold, "wall_s"), _parse_mean(before, after)
+    if ingest is None or parse is None:
+        return None
     # Rounded to 1e-5 first: a ratio of 0.57 is 5699.99999... ten-thousandths in floating point.
-    return math.floor(round(ingest / (sum(parses) / len(parses)) * 1e4, 5)) / 1e4
+    return math.floor(round(ingest / parse * 1e4, 5)) / 1e4
 
 
 def _parse_rate(before: dict[str, Any], after: dict[str, Any] | None) -> tuple[Any, str]:
-    """The parse baseline the ingest is compared with: the mean of the runs before and after
-    it (results saved before there was a second run have only the first)."""
+    """The parse baseline as the table shows it (three significant figures), and its note."""
     note = f"1 process, {before['files']} files, {before['seconds']} s"
-    if not after or not before.get("mb_per_s") or not after.get("mb_per_s"):
-        return before["mb_per_s"], note
-    mean = float(f"{(before['mb_per_s'] + after['mb_per_s']) / 2:.3g}")
-    return mean, f"{note}; mean of {before['mb_per_s']} before and {after['mb_per_s']} after ingest"
+    mean = _parse_mean(before, after)
+    shown = float(f"{mean:.3g}") if mean else before.get("mb_per_s")
+    if after and after.get("mb_per_s"):
+        note += f"; mean of {before['mb_per_s']} before and {after['mb_per_s']} after ingest"
+    return shown, note
 
 
 def _cpu_figures(

@@ -8,8 +8,9 @@ an index whose recorded generation is not the one it answers from.
 Three FTS5 tables hold pre-analyzed terms (see `terms.py`): `claims_fts` has the confirmed
 claims QUERY answers from; `segments_fts` has the segments `search` browses, except a prose
 segment whose terms are exactly its confirmed claims' terms: its claims stand for it (their
-`stands_for` names it), which spares indexing the same words twice (ADR 0021); `sources_fts` has one row per source with all its text, which QUERY uses as the context of a
-claim (is this document about the question at all?). `blocks` records the rowid range of each
+`stands_for` names it), which spares indexing the same words twice (ADR 0021); `sources_fts`
+has one row per source with all its text, which QUERY uses as the context of a claim (is this
+document about the question at all?). `blocks` records the rowid range of each
 source's rows, which are always written together, so QUERY can search one source's claims, and
 an ingest finds the rows of a source it replaces (`docs` has no index by source: keeping one in
 order cost 8% of an index's writing). `docs` holds what a hit needs to be displayed and then
@@ -103,6 +104,8 @@ class IndexRow(NamedTuple):
 
 
 Row = tuple[str, ...]  # an IndexRow's fields as a plain tuple, as workers make them
+# A row's fields up to here go to `docs`, the rest (the analyzed terms) to its full-text table.
+_TERMS_AT: Final = IndexRow._fields.index("terms")
 
 _SEP: Final = "\x00"  # never in a row: decoded text refuses NUL, terms and IDs cannot hold it
 
@@ -377,8 +380,8 @@ def _insert(
             n += 1
             if r[3] != source_id:
                 raise ValueError(f"a row of source {r[3]} is among the rows of {source_id}")
-            docs.append((n, *r[:11]))
-            fts[r[0]].append((n, *r[11:]))
+            docs.append((n, *r[:_TERMS_AT]))
+            fts[r[0]].append((n, *r[_TERMS_AT:]))
             if r[0] == "source":
                 own = n
         if n >= low:
