@@ -12,6 +12,7 @@ from typing import Any
 from conftest import run_cli, write
 
 from raytsystem.model import index as index_file
+from raytsystem.model.terms import term_text
 from raytsystem.pipeline.indexing import Analyzer, ClaimFact, SegmentFact, source_rows
 from raytsystem.pipeline.ranking import WEIGHTS
 
@@ -120,14 +121,25 @@ def test_a_retracted_sentence_keeps_its_paragraph_searchable(workspace: Path) ->
 # --- which segments keep their own row (source_rows, the one function ingest and rebuild use) --
 
 
-def _segment(seg_id: str, kind: str, text: str) -> SegmentFact:
-    return SegmentFact(seg_id, "0" * 64, kind, '["H"]', text)
+def _segment(seg_id: str, kind: str, text: str, start: int = 0) -> SegmentFact:
+    return SegmentFact(seg_id, "0" * 64, kind, '["H"]', text, start)
 
 
 def _claim(
     claim_id: str, seg_id: str, start: int, statement: str, status: str = "confirmed"
 ) -> ClaimFact:
-    return ClaimFact(claim_id, "1" * 64, status, "extracted", statement, '["H"]', seg_id, start)
+    """A claim whose excerpt is its statement (as extracted claims' are, whitespace aside)."""
+    return ClaimFact(
+        claim_id,
+        "1" * 64,
+        status,
+        "extracted",
+        statement,
+        '["H"]',
+        seg_id,
+        start,
+        start + len(statement),
+    )
 
 
 def _rows(segments: list[SegmentFact], claims: list[ClaimFact]) -> dict[str, tuple[str, ...]]:
@@ -137,11 +149,11 @@ def _rows(segments: list[SegmentFact], claims: list[ClaimFact]) -> dict[str, tup
 
 def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row() -> None:
     segments = [
-        _segment("covered", "paragraph", "Cats purr. Dogs bark."),
-        _segment("leftover", "paragraph", "Owls hoot. and then"),  # text in no claim
-        _segment("disputed", "paragraph", "Bees hum. Ants march."),
-        _segment("claimless", "table_row", "— | —"),
-        _segment("code", "code", "Cats purr."),
+        _segment("covered", "paragraph", "Cats purr. Dogs bark.", 0),
+        _segment("leftover", "paragraph", "Owls hoot. and then", 22),  # text in no claim
+        _segment("disputed", "paragraph", "Bees hum. Ants march.", 43),
+        _segment("claimless", "table_row", "— | —", 65),
+        _segment("code", "code", "Cats purr.", 70),
     ]
     claims = [
         # Out of order: the claims of a segment are matched in the order of their text.
@@ -165,10 +177,39 @@ def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row()
     assert rows["src"][11] == "cat purr dog bark owl hoot and then bee hum ant march  cat purr"
 
 
+def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None:
+    """Claims glued together (no space after `。`) or overlapping are not taken for the
+    segment's text: the segment is analyzed, and stood for only if the terms agree."""
+    glued = "猫が鳴く。犬が吠える。"
+    segments = [
+        _segment("glued", "paragraph", glued, 0),
+        _segment("overlap", "paragraph", "Cats purr. Dogs bark.", 20),
+        _segment("gap", "paragraph", "Cats purr. ¶ Dogs bark.", 50),  # a word-less gap
+    ]
+    claims = [
+        _claim("g1", "glued", 0, "猫が鳴く。"),
+        _claim("g2", "glued", 5, "犬が吠える。"),
+        _claim("o1", "overlap", 20, "Cats purr. Dogs"),
+        _claim("o2", "overlap", 31, "Dogs bark."),
+        _claim("p1", "gap", 50, "Cats purr."),
+        _claim("p2", "gap", 63, "Dogs bark."),
+    ]
+    rows = _rows(segments, claims)
+    # The CJK sentences' bigrams are the paragraph's: stood for, after comparing.
+    assert "glued" not in rows and rows["g1"][10] == rows["g2"][10] == "glued"
+    # Overlapping claims repeat "dog": not the paragraph's terms.
+    assert rows["overlap"][0] == "segment" and rows["o1"][10] == ""
+    # A pilcrow is no word: the terms agree although the claims do not tile.
+    assert "gap" not in rows and rows["p1"][10] == "gap"
+    assert rows["src"][11] == " ".join(
+        term_text(s.text) for s in segments
+    )  # the source's row has every segment's terms either way
+
+
 def test_claims_in_another_order_of_words_do_not_cover_a_segment() -> None:
+    """Same terms in another order, on spans that do not tile the text: compared, unequal."""
     segments = [_segment("s", "paragraph", "Cats purr. Dogs bark.")]
-    # Same terms, other order: a claim placed where the other one is.
-    claims = [_claim("c1", "s", 0, "Dogs bark."), _claim("c2", "s", 11, "Cats purr.")]
+    claims = [_claim("c1", "s", 0, "Dogs bark. "), _claim("c2", "s", 12, "Cats purr.")]
     rows = _rows(segments, claims)
     assert rows["s"][0] == "segment"
     assert rows["c1"][10] == rows["c2"][10] == ""

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytsystem.model import index
+from raytsystem.model.objects import statement_of
 from raytsystem.model.terms import _by_script, term_text, terms
 
 
@@ -85,3 +86,29 @@ def test_property_the_index_tokenizes_terms_exactly_where_python_splits_them(tex
         )
         tokens = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
     assert tokens == stored.split()
+
+
+_WHITESPACE = [chr(cp) for cp in range(0x110000) if chr(cp).isspace()]
+_any_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",))
+    | st.sampled_from(list("\u0301\u0308\u3099ᄀ\u1161ㄱ가ͺ①㈠ﬁ。．")),  # marks, jamo, compat
+    max_size=30,
+)
+
+
+@given(_any_text, st.text(alphabet=st.sampled_from(_WHITESPACE), min_size=1, max_size=3), _any_text)
+def test_property_terms_of_texts_apart_by_whitespace_are_their_terms_in_order(
+    before: str, space: str, after: str
+) -> None:
+    """The index takes a paragraph's terms from its sentences' when whitespace alone lies
+    between them (indexing._tiled_terms): analysis must cut words at any whitespace, and no
+    whitespace may combine with what is around it."""
+    assert terms(before + space + after) == terms(before) + terms(after)
+    joined = " ".join(t for t in (term_text(before), term_text(after)) if t)
+    assert term_text(before + space + after) == joined
+
+
+@given(_any_text)
+def test_property_a_statement_has_the_terms_of_its_excerpt(excerpt: str) -> None:
+    """A claim's statement is its excerpt with whitespace collapsed and NFC: the same terms."""
+    assert terms(statement_of(excerpt)) == terms(excerpt)

@@ -146,7 +146,8 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
             "UPDATE claims SET statement = statement || ' Not.' "
             "WHERE rowid = (SELECT min(rowid) FROM claims)"
         ),
-        {"id_mismatch"},
+        # Its ID no longer derives, and it no longer says what its evidence does.
+        {"id_mismatch", "excerpt_mismatch"},
     ),
     "evidence end": (
         ledger_sql(

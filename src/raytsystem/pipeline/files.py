@@ -227,7 +227,7 @@ def process_file(task: FileTask) -> FileResult:
         # of it; the parent replaces them if a directive changes the claim's status.
         states: list[tuple[Any, ...]] = []
         facts: list[ClaimFact] = []
-        for (cid, _, authority, statement, _), (eid, _, seg_id, start, _, _, _) in zip(
+        for (cid, _, authority, statement, _), (eid, _, seg_id, start, end, _, _) in zip(
             claim_rows, evidence_rows, strict=True
         ):
             ev_json = state_evidence((eid,))  # also the evidence list the claim hash holds
@@ -235,7 +235,15 @@ def process_file(task: FileTask) -> FileResult:
             states.append((cid, source_id, "confirmed", digest, ev_json))
             facts.append(
                 ClaimFact(
-                    cid, digest, "confirmed", authority, statement, headings[seg_id], seg_id, start
+                    cid,
+                    digest,
+                    "confirmed",
+                    authority,
+                    statement,
+                    headings[seg_id],
+                    seg_id,
+                    start,
+                    end,
                 )
             )
         result.claim_states = states
@@ -246,7 +254,7 @@ def process_file(task: FileTask) -> FileResult:
             path,
             normalization_id,
             [
-                SegmentFact(x.id, x.sha256, x.kind, x.heading_path, text[x.start : x.end])
+                SegmentFact(x.id, x.sha256, x.kind, x.heading_path, text[x.start : x.end], x.start)
                 for x in segments
             ],
             facts,

@@ -36,6 +36,7 @@ class SegmentFact(NamedTuple):
     kind: str
     heading_path: str  # canonical JSON array
     text: str
+    start: int  # where `text` starts in the normalized text
 
 
 class ClaimFact(NamedTuple):
@@ -46,7 +47,8 @@ class ClaimFact(NamedTuple):
     statement: str
     heading_path: str  # of the segment its statement is in
     segment_id: str  # that segment
-    start: int  # where its statement starts in the normalized text
+    start: int  # where its statement's excerpt starts in the normalized text
+    end: int  # and where it ends
 
 
 @dataclass(frozen=True)
@@ -105,16 +107,21 @@ def source_rows(
     pterms = analyzer.path(path)
     confirmed = [c for c in claims if c.status == "confirmed"]
     claim_terms = [analyzer.text(c.statement) for c in confirmed]
-    in_segment: dict[str, list[tuple[int, str]]] = {}
+    in_segment: dict[str, list[tuple[int, int, str]]] = {}
     for claim, terms in zip(confirmed, claim_terms, strict=True):
-        in_segment.setdefault(claim.segment_id, []).append((claim.start, terms))
+        in_segment.setdefault(claim.segment_id, []).append((claim.start, claim.end, terms))
     stood_for: set[str] = set()
     whole: list[str] = []
     headings: list[str] = []
     for seg in segments:
-        seg_terms = analyzer.text(seg.text)
+        mine = in_segment.get(seg.id) if seg.kind in PROSE_KINDS else None
+        seg_terms = _tiled_terms(seg, mine) if mine else None
+        covered = seg_terms is not None
+        if seg_terms is None:
+            seg_terms = analyzer.text(seg.text)
+            covered = mine is not None and _covered(seg_terms, mine)
         (headings if seg.kind == "heading" else whole).append(seg_terms)
-        if seg.kind in PROSE_KINDS and _covered(seg_terms, in_segment.get(seg.id)):
+        if covered:
             stood_for.add(seg.id)
             continue
         # The text itself is not stored in the index (its SHA-256 is): readers cut it from the
@@ -179,11 +186,39 @@ def source_rows(
     return rows
 
 
-def _covered(segment_terms: str, claims: list[tuple[int, str]] | None) -> bool:
-    """Whether a segment's terms are its claims' terms ((start, terms) pairs), in text order."""
-    if not claims:
-        return False
-    return " ".join(terms for _, terms in sorted(claims) if terms) == segment_terms
+def _tiled_terms(seg: SegmentFact, claims: list[tuple[int, int, str]]) -> str | None:
+    """The segment's terms, from its claims' ((start, end, terms) triples) when their excerpts
+    tile its text: in text order, whitespace between each two, nothing but whitespace before
+    the first or after the last. None when they do not.
+
+    Analysis cuts words at whitespace, and whitespace never combines with its neighbours (in
+    NFKC or case folding), so the terms of such a text are its pieces' terms in order, what
+    analyzing the whole text would give (tests/test_terms.py checks the property). A
+    paragraph's text is then analyzed once, as its sentences, instead of twice. Claims glued
+    together with no space between (after `。`) do not tile: that segment is analyzed."""
+    text, base = seg.text, seg.start
+    position = 0
+    parts = []
+    for start, end, terms in sorted(claims):
+        start, end = start - base, end - base
+        if start < position or end < start or end > len(text):
+            return None
+        if start > position:
+            if not text[position:start].isspace():
+                return None
+        elif position:
+            return None  # glued to the claim before it
+        position = end
+        if terms:
+            parts.append(terms)
+    if position < len(text) and not text[position:].isspace():
+        return None
+    return " ".join(parts)
+
+
+def _covered(segment_terms: str, claims: list[tuple[int, int, str]]) -> bool:
+    """Whether a segment's terms are its claims' terms, in text order."""
+    return " ".join(terms for _, _, terms in sorted(claims) if terms) == segment_terms
 
 
 def index_rows(
@@ -225,15 +260,21 @@ def index_rows(
             select(Claim.id, Claim.statement, Claim.authority).where(Claim.id.in_(part))
         ):
             statements[cid] = (statement, authority)
-    # Where each claim's statement is: its segment's heading path, the segment, the start.
-    located: dict[str, tuple[str, str, int]] = {}
+    # Where each claim's statement is: its segment's heading path, the segment, the span.
+    located: dict[str, tuple[str, str, int, int]] = {}
     for part in chunks(sorted({e for c in confirmed for e in c.evidence_ids})):
-        for cid, heading, seg_id, start in conn.execute(
-            select(Evidence.claim_id, Segment.heading_path, Evidence.segment_id, Evidence.start)
+        for cid, heading, seg_id, start, end in conn.execute(
+            select(
+                Evidence.claim_id,
+                Segment.heading_path,
+                Evidence.segment_id,
+                Evidence.start,
+                Evidence.end,
+            )
             .join(Segment, Segment.id == Evidence.segment_id)
             .where(Evidence.id.in_(part), Evidence.role == "statement")
         ):
-            located[cid] = (heading, seg_id, start)
+            located[cid] = (heading, seg_id, start, end)
 
     out: dict[str, list[Row]] = {}
     for source in sources:
@@ -243,7 +284,7 @@ def index_rows(
         if norm_id and text_blob:
             text = blobs.get(text_blob).decode("utf-8")
             facts = [
-                SegmentFact(seg_id, sha, kind, heading, text[start:end])
+                SegmentFact(seg_id, sha, kind, heading, text[start:end], start)
                 for seg_id, sha, kind, heading, start, end in segments.get(norm_id, [])
             ]
         claims = [
@@ -253,7 +294,7 @@ def index_rows(
                 c.status,
                 statements[c.claim_id][1],
                 statements[c.claim_id][0],
-                *located.get(c.claim_id, ("[]", "", 0)),
+                *located.get(c.claim_id, ("[]", "", 0, 0)),
             )
             for c in source.claims
             if c.status == "confirmed"

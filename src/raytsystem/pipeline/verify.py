@@ -36,7 +36,7 @@ from ..canonical import sha256_hex
 from ..ids import make_id
 from ..model import index as index_file
 from ..model.generation import ClaimState, generation_hash, manifest_digest, source_digest
-from ..model.objects import claim_hash, claim_id, evidence_id, segment_id
+from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
 from ..storage.blobs import DiskBlobStore
 from ..storage.models import (
     Claim,
@@ -192,6 +192,14 @@ def check_ledger(
                 f"the text blob {blob} of normalization {nid} is missing or corrupt",
             )
 
+    claims = {}
+    for cid, sid, authority, statement, occurrence in _rows(
+        conn, select(Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence)
+    ):
+        report.counts["claims"] += 1
+        claims[cid] = (authority, statement)
+        if claim_id(sid, authority, statement, occurrence) != cid:
+            report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
     # Segments and evidence, one normalization's text at a time.
     evidence_by_norm: dict[str, list[Any]] = defaultdict(list)
     for row in _rows(
@@ -259,17 +267,23 @@ def check_ledger(
                     eid,
                     f"evidence {eid} excerpt does not hash to its SHA-256",
                 )
+            elif (
+                role == "statement"
+                and text is not None
+                and cid in claims
+                and statement_of(text[start:end]) != claims[cid][1]
+            ):
+                # A claim says what its statement evidence says (whitespace collapsed, NFC):
+                # the ID and hash of a claim only prove its statement was not changed since.
+                report.add(
+                    "error",
+                    "excerpt_mismatch",
+                    cid,
+                    f"claim {cid}: its statement is not the excerpt of its evidence {eid}",
+                )
         if progress and (done % 500 == 0):
             progress("check ledger", done, len(segments_by_norm), 0)
 
-    claims = {}
-    for cid, sid, authority, statement, occurrence in _rows(
-        conn, select(Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence)
-    ):
-        report.counts["claims"] += 1
-        claims[cid] = (authority, statement)
-        if claim_id(sid, authority, statement, occurrence) != cid:
-            report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
     for cid, status, recorded, ev_json in _rows(
         conn,
         select(
