@@ -313,6 +313,8 @@ def test_without_direct_writes_the_spare_is_copied_through_the_cache(
     current = tmp_path / f"000001-{'ab' * 8}.sqlite3"
     current.write_bytes(random.Random(1).randbytes(100_000))
     monkeypatch.delattr(index_file.os, "O_DIRECT", raising=False)
-    assert index_file.keep_spare(tmp_path, current, keep=2)
+    assert index_file.wants_spare(tmp_path, keep=2)
+    assert index_file.make_spare(tmp_path, current)
     assert (tmp_path / index_file.SPARE_NAME).read_bytes() == current.read_bytes()
-    assert not index_file.keep_spare(tmp_path, current, keep=2)  # one spare at most
+    assert not index_file.wants_spare(tmp_path, keep=2)  # one spare at most
+    assert not index_file.wants_spare(tmp_path / "empty", keep=1)  # no room for one

@@ -158,7 +158,7 @@ SPARE_NAME: Final = ".spare.sqlite3"
 
 
 def spare_for(index_dir: Path, parent: Path, keep: int) -> Path | None:
-    """The file a new index is best made from: the spare copy `keep_spare` left, or the newest
+    """The file a new index is best made from: the spare copy `make_spare` left, or the newest
     index file that pruning will delete once the next generation exists (it keeps the new
     index, then the parent, then the newest others). Never the parent itself, which the new
     index is made from."""
@@ -169,14 +169,21 @@ def spare_for(index_dir: Path, parent: Path, keep: int) -> Path | None:
     return others[0] if others else None
 
 
-def keep_spare(index_dir: Path, current: Path, keep: int) -> bool:
-    """With room for another index (fewer than `keep` files, e.g. after the first ingest), copy
-    the current one as the spare the next change patches: that change then writes a few pages
-    instead of copying the whole file. The copy is fsynced before it takes the spare's name:
-    a spare is trusted for every source whose rows it does not patch. True if one was made."""
+def wants_spare(index_dir: Path, keep: int) -> bool:
+    """Whether to copy the new index as the spare the next change patches (that change then
+    writes a few pages instead of copying the whole file): there is room for another index
+    (fewer than `keep` files, e.g. after the first ingest) and no spare yet."""
+    return (
+        keep >= 2 and not (index_dir / SPARE_NAME).exists() and len(index_files(index_dir)) < keep
+    )
+
+
+def make_spare(index_dir: Path, current: Path) -> bool:
+    """Copy `current` as the spare. The copy is fsynced before it takes the spare's name: a
+    spare is trusted for every source whose rows it does not patch (`IndexWriter` checks
+    which by the sources' digests, so a spare is good whatever generation it was copied for).
+    True if one was made."""
     spare = index_dir / SPARE_NAME
-    if keep < 2 or spare.exists() or len(index_files(index_dir)) >= keep:
-        return False
     tmp = index_dir / f".building-spare-{os.getpid()}.sqlite3"
     try:
         if not _copy_direct(current, tmp):

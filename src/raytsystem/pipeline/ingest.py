@@ -271,6 +271,7 @@ class _Run:
     active: dict[str, state.ActiveSource]
     report: IngestReport
     started_at: str
+    side: ThreadPoolExecutor
     # Opened on first use: a run that changes nothing never copies the parent's index.
     # Written on this thread: the workers keep both cores busy, and a writer thread of its
     # own only made the two SQLite connections contend (ADR 0015).
@@ -279,6 +280,7 @@ class _Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
     removed_paths: list[str] = field(default_factory=list)
+    spare: Future[bool] | None = None  # the spare copy of the new index, under way
     _index: index_file.IndexWriter | None = None
 
     @property
@@ -451,6 +453,8 @@ def ingest(
         staging(ledger) as stage,
         blobs.staging_area() as staging_dir,
         _few_collections(),
+        # Work beside the writer's at the end (the spare index): joined before the lock goes.
+        ThreadPoolExecutor(1, thread_name_prefix="ingest-side") as side,
     ):
         with ledger.reading() as conn:
             parent = state.head(conn)
@@ -522,6 +526,7 @@ def ingest(
             active,
             report,
             started_at,
+            side,
             functools.partial(
                 index_file.IndexWriter,
                 ws.index_dir,
@@ -553,9 +558,7 @@ def ingest(
             first = [new_index] + ([parent_index] if parent_index else [])
             pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
             report.indexes_pruned = len(pruned)
-            report.index_spare_made = index_file.keep_spare(
-                ws.index_dir, new_index, ws.config.index.keep
-            )
+        report.index_spare_made = run.spare is not None and run.spare.result()
         stat_entries = [
             (c.path, c.stat, rev)
             for c in candidates
@@ -641,6 +644,11 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
     with index_file.open_index(path, ghash):
         pass  # the index opens and records this generation: it is complete
     faults.point("ingest.after_index")
+    if index_file.wants_spare(run.ws.index_dir, run.ws.config.index.keep):
+        # Copied while the ledger's transaction runs (the copy waits on the disk, the
+        # transaction mostly on the CPU): a spare made for a generation whose transaction then
+        # fails is still a good spare.
+        run.spare = run.side.submit(index_file.make_spare, run.ws.index_dir, path)
 
     paths = {a.source_id: a.path for a in active.values()}
     added_paths = sorted(s.path for sid, s in differing.items() if sid not in by_id)
