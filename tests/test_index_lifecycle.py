@@ -317,4 +317,9 @@ def test_without_direct_writes_the_spare_is_copied_through_the_cache(
     assert index_file.make_spare(tmp_path, current)
     assert (tmp_path / index_file.SPARE_NAME).read_bytes() == current.read_bytes()
     assert not index_file.wants_spare(tmp_path, keep=2)  # one spare at most
-    assert not index_file.wants_spare(tmp_path / "empty", keep=1)  # no room for one
+    (tmp_path / index_file.SPARE_NAME).unlink()
+    assert index_file.wants_spare(tmp_path, keep=2)  # one index file, room for another
+    (tmp_path / f"000002-{'cd' * 8}.sqlite3").write_bytes(b"")
+    assert not index_file.wants_spare(tmp_path, keep=2)  # two: pruning keeps no more
+    assert index_file.wants_spare(tmp_path, keep=3)
+    assert not index_file.wants_spare(tmp_path, keep=1)  # no spare at all

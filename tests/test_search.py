@@ -13,7 +13,13 @@ from conftest import run_cli, write
 
 from raytsystem.model import index as index_file
 from raytsystem.model.terms import term_text
-from raytsystem.pipeline.indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+from raytsystem.pipeline.indexing import (
+    Analyzer,
+    ClaimFact,
+    SegmentFact,
+    _tiled_terms,
+    source_rows,
+)
 from raytsystem.pipeline.ranking import WEIGHTS
 
 DOC = """# Payments
@@ -177,6 +183,24 @@ def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row()
     assert rows["src"][11] == "cat purr dog bark owl hoot and then bee hum ant march  cat purr"
 
 
+def test_a_segment_is_tiled_only_by_claims_in_order_with_whitespace_between() -> None:
+    seg = _segment("s", "paragraph", " Cats purr.\n Dogs  bark. ", 100)
+
+    def tiled(*spans: tuple[int, int, str]) -> str | None:
+        return _tiled_terms(seg, list(spans))
+
+    cats, dogs = (101, 111, "cat purr"), (113, 124, "dog bark")
+    assert tiled(dogs, cats) == "cat purr dog bark"  # in text order, whatever the list's
+    assert tiled((101, 111, ""), dogs) == "dog bark"  # a claim with no terms adds none
+    assert tiled(cats) is None  # "Dogs bark." is in no claim
+    assert tiled((101, 105, "cat"), (105, 111, "purr"), dogs) is None  # glued, no space
+    assert tiled((101, 115, "cat purr dog"), dogs) is None  # overlapping
+    assert tiled((99, 111, "cat purr"), dogs) is None  # starts before the segment
+    assert tiled(cats, (113, 126, "dog bark")) is None  # ends after it
+    assert tiled((102, 111, "at purr"), dogs) is None  # a letter before the first
+    assert term_text(seg.text) == "cat purr dog bark"
+
+
 def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None:
     """Claims glued together (no space after `。`) or overlapping are not taken for the
     segment's text: the segment is analyzed, and stood for only if the terms agree."""
@@ -206,8 +230,9 @@ def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None
     )  # the source's row has every segment's terms either way
 
 
-def test_claims_in_another_order_of_words_do_not_cover_a_segment() -> None:
-    """Same terms in another order, on spans that do not tile the text: compared, unequal."""
+def test_claims_reaching_past_their_segment_are_compared_and_can_fail() -> None:
+    """Spans that do not tile the text (one ends past it) send the segment to the comparison,
+    which these claims fail: the same terms, in another order."""
     segments = [_segment("s", "paragraph", "Cats purr. Dogs bark.")]
     claims = [_claim("c1", "s", 0, "Dogs bark. "), _claim("c2", "s", 12, "Cats purr.")]
     rows = _rows(segments, claims)

@@ -112,3 +112,36 @@ def test_property_terms_of_texts_apart_by_whitespace_are_their_terms_in_order(
 def test_property_a_statement_has_the_terms_of_its_excerpt(excerpt: str) -> None:
     """A claim's statement is its excerpt with whitespace collapsed and NFC: the same terms."""
     assert terms(statement_of(excerpt)) == terms(excerpt)
+
+
+def _composing() -> list[str]:
+    """Every character NFKC may move or join to a neighbour: combining marks (nonzero class),
+    parts of canonical decompositions, and Hangul jamo, which compose algorithmically."""
+    chars: set[str] = set()
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if unicodedata.category(ch) == "Cs":
+            continue
+        if unicodedata.combining(ch):
+            chars.add(ch)
+        decomposition = unicodedata.decomposition(ch)
+        if decomposition and not decomposition.startswith("<"):
+            chars.update(chr(int(part, 16)) for part in decomposition.split())
+    chars.update(map(chr, range(0x1100, 0x1200)))  # conjoining jamo
+    chars.update(map(chr, range(0xAC00, 0xAC00 + 28 * 21, 28)))  # LV syllables, which take a T
+    return sorted(chars)
+
+
+def test_no_whitespace_character_combines_with_a_neighbour() -> None:
+    """What the property above rests on, for every whitespace character against every
+    character that can combine: NFKC of a text with whitespace in it is NFKC of its pieces
+    around the whitespace (case folding works character by character)."""
+    composing = _composing()
+    assert len(composing) > 2000
+    for space in _WHITESPACE:
+        nfkc_space = unicodedata.normalize("NFKC", space)
+        assert nfkc_space.isspace() and nfkc_space.casefold().isspace(), repr(space)
+        for ch in composing:
+            nfkc = unicodedata.normalize("NFKC", ch)
+            assert unicodedata.normalize("NFKC", ch + space) == nfkc + nfkc_space, (ch, space)
+            assert unicodedata.normalize("NFKC", space + ch) == nfkc_space + nfkc, (ch, space)

@@ -40,6 +40,11 @@ class SegmentFact(NamedTuple):
 
 
 class ClaimFact(NamedTuple):
+    """A confirmed or other claim as the index sees it. Its `statement` must be its excerpt
+    `[start, end)` with whitespace collapsed and NFC (`statement_of`), as every claim the
+    pipeline makes is and `verify` checks: a paragraph's terms are taken from its claims'
+    statements when their spans tile it (`_tiled_terms`)."""
+
     id: str
     hash: str
     status: str

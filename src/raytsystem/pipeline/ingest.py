@@ -374,6 +374,12 @@ def _wait_out(future: Future[Any]) -> None:
         raise KeyboardInterrupt
 
 
+def _waited(future: Future[bool]) -> bool:
+    """`future`'s result, once it is done, however often Ctrl-C is pressed meanwhile."""
+    _wait_out(future)
+    return future.result()
+
+
 def check_references(r: FileResult, source_id: str) -> None:
     """Refuse a new result whose rows refer to anything but each other and its own source
     (`source_id`, its path's).
@@ -541,33 +547,37 @@ def ingest(
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
         try:
-            with contextlib.closing(_results(tasks, jobs, progress)) as results:
-                for batch in _batches(results, BATCH):
-                    run.take(batch)
-            with run.settling_index():
-                stage.commit()  # the manual layer reads the ledger on connections of its own
-            faults.point("ingest.after_normalize")
-            generation = _finish(run, usable_parent, started)
-        except BaseException:
-            run.abandon_index()
-            raise
+            try:
+                with contextlib.closing(_results(tasks, jobs, progress)) as results:
+                    for batch in _batches(results, BATCH):
+                        run.take(batch)
+                with run.settling_index():
+                    stage.commit()  # the manual layer reads the ledger on connections of its own
+                faults.point("ingest.after_normalize")
+                generation = _finish(run, usable_parent, started)
+            except BaseException:
+                run.abandon_index()
+                raise
 
-        if report.created and generation is not None:
-            report.index_built_from = run.index_built_from
-            new_index = index_file.index_path(ws.index_dir, generation.number, generation.hash)
-            first = [new_index] + ([parent_index] if parent_index else [])
-            pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
-            report.indexes_pruned = len(pruned)
-        report.index_spare_made = run.spare is not None and run.spare.result()
-        stat_entries = [
-            (c.path, c.stat, rev)
-            for c in candidates
-            if (rev := _cached_revision(c.path, active, run.changed))
-        ]
-        current = generation or parent
-        cache.save(current.hash if current else None, stat_entries)
-        report.seconds = time.monotonic() - started
-        return report
+            if report.created and generation is not None:
+                report.index_built_from = run.index_built_from
+                new_index = index_file.index_path(ws.index_dir, generation.number, generation.hash)
+                first = [new_index] + ([parent_index] if parent_index else [])
+                pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
+                report.indexes_pruned = len(pruned)
+            report.index_spare_made = run.spare is not None and _waited(run.spare)
+            stat_entries = [
+                (c.path, c.stat, rev)
+                for c in candidates
+                if (rev := _cached_revision(c.path, active, run.changed))
+            ]
+            current = generation or parent
+            cache.save(current.hash if current else None, stat_entries)
+            report.seconds = time.monotonic() - started
+            return report
+        finally:
+            if run.spare is not None:
+                _wait_out(run.spare)  # the copy ends before the writer lock goes, Ctrl-C or not
 
 
 def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationRef | None:
