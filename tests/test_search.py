@@ -17,7 +17,7 @@ from raytsystem.pipeline.indexing import (
     Analyzer,
     ClaimFact,
     SegmentFact,
-    _tiled_terms,
+    _tiled,
     source_rows,
 )
 from raytsystem.pipeline.ranking import WEIGHTS
@@ -186,19 +186,28 @@ def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row()
 def test_a_segment_is_tiled_only_by_claims_in_order_with_whitespace_between() -> None:
     seg = _segment("s", "paragraph", " Cats purr.\n Dogs  bark. ", 100)
 
-    def tiled(*spans: tuple[int, int, str]) -> str | None:
-        return _tiled_terms(seg, list(spans))
+    def tiled(*spans: tuple[int, int]) -> bool:
+        return _tiled(seg, [(start, end, "") for start, end in spans])
 
-    cats, dogs = (101, 111, "cat purr"), (113, 124, "dog bark")
-    assert tiled(dogs, cats) == "cat purr dog bark"  # in text order, whatever the list's
-    assert tiled((101, 111, ""), dogs) == "dog bark"  # a claim with no terms adds none
-    assert tiled(cats) is None  # "Dogs bark." is in no claim
-    assert tiled((101, 105, "cat"), (105, 111, "purr"), dogs) is None  # glued, no space
-    assert tiled((101, 115, "cat purr dog"), dogs) is None  # overlapping
-    assert tiled((99, 111, "cat purr"), dogs) is None  # starts before the segment
-    assert tiled(cats, (113, 126, "dog bark")) is None  # ends after it
-    assert tiled((102, 111, "at purr"), dogs) is None  # a letter before the first
-    assert term_text(seg.text) == "cat purr dog bark"
+    cats, dogs = (101, 111), (113, 124)
+    assert tiled(cats, dogs)
+    assert not tiled(dogs, cats)  # taken in text order: source_rows sorts them
+    assert not tiled(cats)  # "Dogs bark." is in no claim
+    assert not tiled((101, 105), (105, 111), dogs)  # glued, no space
+    assert not tiled((101, 115), dogs)  # overlapping
+    assert not tiled((99, 111), dogs)  # starts before the segment
+    assert not tiled(cats, (113, 126))  # ends after it
+    assert not tiled((102, 111), dogs)  # a letter before the first
+
+
+def test_a_tiled_segment_has_its_claims_terms_in_text_order() -> None:
+    segments = [_segment("s", "paragraph", "Cats purr. ‼ Dogs bark.", 0)]
+    # Out of order, and one claim with no terms: it adds none.
+    claims = [_claim("c3", "s", 13, "Dogs bark."), _claim("c2", "s", 11, "‼")]
+    claims.append(_claim("c1", "s", 0, "Cats purr."))
+    rows = _rows(segments, claims)
+    assert "s" not in rows and {rows[c][10] for c in ("c1", "c2", "c3")} == {"s"}
+    assert rows["src"][11] == "cat purr dog bark" == term_text(segments[0].text)
 
 
 def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None:

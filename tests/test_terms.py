@@ -101,7 +101,7 @@ def test_property_terms_of_texts_apart_by_whitespace_are_their_terms_in_order(
     before: str, space: str, after: str
 ) -> None:
     """The index takes a paragraph's terms from its sentences' when whitespace alone lies
-    between them (indexing._tiled_terms): analysis must cut words at any whitespace, and no
+    between them (indexing._tiled): analysis must cut words at any whitespace, and no
     whitespace may combine with what is around it."""
     assert terms(before + space + after) == terms(before) + terms(after)
     joined = " ".join(t for t in (term_text(before), term_text(after)) if t)

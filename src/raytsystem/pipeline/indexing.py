@@ -43,7 +43,7 @@ class ClaimFact(NamedTuple):
     """A confirmed or other claim as the index sees it. Its `statement` must be its excerpt
     `[start, end)` with whitespace collapsed and NFC (`statement_of`), as every claim the
     pipeline makes is and `verify` checks: a paragraph's terms are taken from its claims'
-    statements when their spans tile it (`_tiled_terms`)."""
+    statements when their spans tile it (`_tiled`)."""
 
     id: str
     hash: str
@@ -120,11 +120,16 @@ def source_rows(
     headings: list[str] = []
     for seg in segments:
         mine = in_segment.get(seg.id) if seg.kind in PROSE_KINDS else None
-        seg_terms = _tiled_terms(seg, mine) if mine else None
-        covered = seg_terms is not None
-        if seg_terms is None:
-            seg_terms = analyzer.text(seg.text)
-            covered = mine is not None and _covered(seg_terms, mine)
+        if mine is None:
+            seg_terms, covered = analyzer.text(seg.text), False
+        else:
+            mine.sort()  # text order
+            joined = " ".join(terms for _, _, terms in mine if terms)  # its claims' terms
+            if _tiled(seg, mine):
+                seg_terms, covered = joined, True
+            else:
+                seg_terms = analyzer.text(seg.text)
+                covered = seg_terms == joined
         (headings if seg.kind == "heading" else whole).append(seg_terms)
         if covered:
             stood_for.add(seg.id)
@@ -191,39 +196,29 @@ def source_rows(
     return rows
 
 
-def _tiled_terms(seg: SegmentFact, claims: list[tuple[int, int, str]]) -> str | None:
-    """The segment's terms, from its claims' ((start, end, terms) triples) when their excerpts
-    tile its text: in text order, whitespace between each two, nothing but whitespace before
-    the first or after the last. None when they do not.
+def _tiled(seg: SegmentFact, claims: list[tuple[int, int, str]]) -> bool:
+    """Whether the claims' excerpts ((start, end, terms) triples, in text order) tile the
+    segment's text: whitespace between each two, nothing but whitespace before the first or
+    after the last.
 
-    Analysis cuts words at whitespace, and whitespace never combines with its neighbours (in
-    NFKC or case folding), so the terms of such a text are its pieces' terms in order, what
-    analyzing the whole text would give (tests/test_terms.py checks the property). A
-    paragraph's text is then analyzed once, as its sentences, instead of twice. Claims glued
+    Then the segment's terms are its claims' terms joined: analysis cuts words at whitespace,
+    and whitespace never combines with its neighbours (in NFKC or case folding), so the terms
+    of such a text are its pieces' terms in order (tests/test_terms.py checks the property),
+    and a paragraph is analyzed once, as its sentences, instead of twice. Claims glued
     together with no space between (after `。`) do not tile: that segment is analyzed."""
     text, base = seg.text, seg.start
     position = 0
-    parts = []
-    for start, end, terms in sorted(claims):
+    for start, end, _ in claims:
         start, end = start - base, end - base
         if start < position or end < start or end > len(text):
-            return None
+            return False
         if start > position:
             if not text[position:start].isspace():
-                return None
+                return False
         elif position:
-            return None  # glued to the claim before it
+            return False  # glued to the claim before it
         position = end
-        if terms:
-            parts.append(terms)
-    if position < len(text) and not text[position:].isspace():
-        return None
-    return " ".join(parts)
-
-
-def _covered(segment_terms: str, claims: list[tuple[int, int, str]]) -> bool:
-    """Whether a segment's terms are its claims' terms, in text order."""
-    return " ".join(terms for _, _, terms in sorted(claims) if terms) == segment_terms
+    return position == len(text) or text[position:].isspace()
 
 
 def index_rows(

@@ -271,7 +271,7 @@ class _Run:
     active: dict[str, state.ActiveSource]
     report: IngestReport
     started_at: str
-    side: ThreadPoolExecutor
+    side: Callable[..., Future[Any]]  # runs work on the ingest's side thread (`_side_thread`)
     # Opened on first use: a run that changes nothing never copies the parent's index.
     # Written on this thread: the workers keep both cores busy, and a writer thread of its
     # own only made the two SQLite connections contend (ADR 0015).
@@ -307,14 +307,12 @@ class _Run:
         if self._index is None:
             yield
             return
-        with ThreadPoolExecutor(1, thread_name_prefix="index-settle") as pool:
-            settled = pool.submit(self._index.settle)
-            try:
-                yield
-            except BaseException:
-                _wait_out(settled)  # the index is abandoned next: not while it commits
-                raise
-            settled.result()
+        settled = self.side(self._index.settle)
+        try:
+            yield
+        finally:
+            _wait_out(settled)  # on a failure the index is abandoned next: not while it commits
+        settled.result()
 
     def take(self, batch: list[FileResult]) -> None:
         """Record one batch of results: rows, staged states, index rows; then slim them."""
@@ -374,10 +372,24 @@ def _wait_out(future: Future[Any]) -> None:
         raise KeyboardInterrupt
 
 
-def _waited(future: Future[bool]) -> bool:
-    """`future`'s result, once it is done, however often Ctrl-C is pressed meanwhile."""
-    _wait_out(future)
-    return future.result()
+@contextlib.contextmanager
+def _side_thread() -> Iterator[Callable[..., Future[Any]]]:
+    """A thread for the writer's work that can run beside its own (the index settling during
+    the ledger's commit, the spare copy during the generation's transaction): a `submit`.
+    Whatever ends the ingest, everything submitted is done before this exits, however often
+    Ctrl-C is pressed meanwhile: the writer lock is released after."""
+    submitted: list[Future[Any]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="ingest-side") as pool:
+
+        def submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+            submitted.append(pool.submit(fn, *args))
+            return submitted[-1]
+
+        try:
+            yield submit
+        finally:
+            for future in submitted:
+                _wait_out(future)
 
 
 def check_references(r: FileResult, source_id: str) -> None:
@@ -459,8 +471,7 @@ def ingest(
         staging(ledger) as stage,
         blobs.staging_area() as staging_dir,
         _few_collections(),
-        # Work beside the writer's at the end (the spare index): joined before the lock goes.
-        ThreadPoolExecutor(1, thread_name_prefix="ingest-side") as side,
+        _side_thread() as side,
     ):
         with ledger.reading() as conn:
             parent = state.head(conn)
@@ -547,37 +558,33 @@ def ingest(
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
         try:
-            try:
-                with contextlib.closing(_results(tasks, jobs, progress)) as results:
-                    for batch in _batches(results, BATCH):
-                        run.take(batch)
-                with run.settling_index():
-                    stage.commit()  # the manual layer reads the ledger on connections of its own
-                faults.point("ingest.after_normalize")
-                generation = _finish(run, usable_parent, started)
-            except BaseException:
-                run.abandon_index()
-                raise
+            with contextlib.closing(_results(tasks, jobs, progress)) as results:
+                for batch in _batches(results, BATCH):
+                    run.take(batch)
+            with run.settling_index():
+                stage.commit()  # the manual layer reads the ledger on connections of its own
+            faults.point("ingest.after_normalize")
+            generation = _finish(run, usable_parent, started)
+        except BaseException:
+            run.abandon_index()
+            raise
 
-            if report.created and generation is not None:
-                report.index_built_from = run.index_built_from
-                new_index = index_file.index_path(ws.index_dir, generation.number, generation.hash)
-                first = [new_index] + ([parent_index] if parent_index else [])
-                pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
-                report.indexes_pruned = len(pruned)
-            report.index_spare_made = run.spare is not None and _waited(run.spare)
-            stat_entries = [
-                (c.path, c.stat, rev)
-                for c in candidates
-                if (rev := _cached_revision(c.path, active, run.changed))
-            ]
-            current = generation or parent
-            cache.save(current.hash if current else None, stat_entries)
-            report.seconds = time.monotonic() - started
-            return report
-        finally:
-            if run.spare is not None:
-                _wait_out(run.spare)  # the copy ends before the writer lock goes, Ctrl-C or not
+        if report.created and generation is not None:
+            report.index_built_from = run.index_built_from
+            new_index = index_file.index_path(ws.index_dir, generation.number, generation.hash)
+            first = [new_index] + ([parent_index] if parent_index else [])
+            pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
+            report.indexes_pruned = len(pruned)
+        report.index_spare_made = run.spare is not None and run.spare.result()
+        stat_entries = [
+            (c.path, c.stat, rev)
+            for c in candidates
+            if (rev := _cached_revision(c.path, active, run.changed))
+        ]
+        current = generation or parent
+        cache.save(current.hash if current else None, stat_entries)
+        report.seconds = time.monotonic() - started
+        return report
 
 
 def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationRef | None:
@@ -658,7 +665,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
         # Copied while the ledger's transaction runs (the copy waits on the disk, the
         # transaction mostly on the CPU): a spare made for a generation whose transaction then
         # fails is still a good spare.
-        run.spare = run.side.submit(index_file.make_spare, run.ws.index_dir, path)
+        run.spare = run.side(index_file.make_spare, run.ws.index_dir, path)
 
     paths = {a.source_id: a.path for a in active.values()}
     added_paths = sorted(s.path for sid, s in differing.items() if sid not in by_id)
