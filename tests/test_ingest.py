@@ -47,6 +47,20 @@ def test_unchanged_detection_survives_a_lost_stat_cache(workspace: Path) -> None
     assert not second["created"] and second["generation"] == first["generation"]
 
 
+def test_stat_cache_is_rewritten_only_when_a_file_was_read(workspace: Path) -> None:
+    paths = [write(workspace, "docs/a.md", "Alpha.\n"), write(workspace, "docs/b.md", "Beta.\n")]
+    for path in paths:  # old enough to be trusted by stat alone (not "racily clean")
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
+    cache = workspace / ".raytsystem/statcache.sqlite3"
+    ingest(workspace)
+    written = cache.stat()
+    assert ingest(workspace)["counts"]["unchanged"] == 2
+    assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    paths[0].write_text("Alpha.\n", encoding="utf-8")  # a new mtime: read, found unchanged
+    assert not ingest(workspace)["created"]
+    assert cache.stat().st_ino != written.st_ino  # its new stat is recorded
+
+
 def test_changed_file_makes_a_new_revision_of_the_same_source(workspace: Path) -> None:
     write(workspace, "docs/a.md", "Alpha is first.\n")
     ingest(workspace)

@@ -36,7 +36,7 @@ from raytsystem.storage.db import (
     sqlite_url,
 )
 from raytsystem.storage.db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
-from raytsystem.storage.models import Base
+from raytsystem.storage.models import metadata
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def _script_directory() -> ScriptDirectory:
 
 def test_open_ledger_creates_the_schema_with_alembic(ledger: Ledger, db_path: Path) -> None:
     assert db_path.is_file()
-    assert set(Base.metadata.tables) | {"alembic_version"} == _tables(db_path)
+    assert set(metadata.tables) | {"alembic_version"} == _tables(db_path)
     assert _version(db_path) == SCHEMA_HEAD
     assert ledger.dialect == "sqlite"
 
@@ -130,7 +130,7 @@ def test_an_existing_ledger_keeps_its_page_size(db_path: Path) -> None:
 
 
 def test_foreign_keys_are_enforced(ledger: Ledger) -> None:
-    revisions = Base.metadata.tables["revisions"]
+    revisions = metadata.tables["revisions"]
     with pytest.raises(sa.exc.IntegrityError), ledger.transaction() as conn:
         conn.execute(
             revisions.insert().values(
@@ -145,7 +145,7 @@ def test_foreign_keys_are_enforced(ledger: Ledger) -> None:
 
 
 def test_transaction_commits_and_reading_sees_it(ledger: Ledger) -> None:
-    sources = Base.metadata.tables["sources"]
+    sources = metadata.tables["sources"]
     with ledger.transaction() as conn:
         conn.execute(sources.insert().values(id="src_a", path="a.md", first_seen_at="t"))
     with ledger.reading() as conn:
@@ -153,7 +153,7 @@ def test_transaction_commits_and_reading_sees_it(ledger: Ledger) -> None:
 
 
 def test_transaction_rolls_back_on_error(ledger: Ledger) -> None:
-    sources = Base.metadata.tables["sources"]
+    sources = metadata.tables["sources"]
     with pytest.raises(RuntimeError), ledger.transaction() as conn:
         conn.execute(sources.insert().values(id="src_a", path="a.md", first_seen_at="t"))
         raise RuntimeError("boom")
@@ -162,7 +162,7 @@ def test_transaction_rolls_back_on_error(ledger: Ledger) -> None:
 
 
 def test_reopening_a_current_ledger_keeps_its_rows(ledger: Ledger, db_path: Path) -> None:
-    sources = Base.metadata.tables["sources"]
+    sources = metadata.tables["sources"]
     with ledger.transaction() as conn:
         conn.execute(sources.insert().values(id="src_a", path="a.md", first_seen_at="t"))
     ledger.close()
@@ -194,13 +194,13 @@ def test_migrations_dir_is_the_alembic_script_directory() -> None:
 def test_migrated_schema_matches_the_models(ledger: Ledger) -> None:
     with ledger.engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, metadata) == []
 
 
 def test_schema_comparison_would_catch_a_model_change(ledger: Ledger) -> None:
     # The negative control for the test above: a model the migrations lack is reported.
     changed = sa.MetaData()
-    for table in Base.metadata.tables.values():
+    for table in metadata.tables.values():
         table.to_metadata(changed)
     changed.tables["sources"].append_column(sa.Column("title", sa.Text, nullable=True))
     sa.Table("extra", changed, sa.Column("id", sa.Integer, primary_key=True))
@@ -370,4 +370,4 @@ def test_row_tuples_have_their_tables_columns_in_order() -> None:
     from raytsystem.storage.models import Claim, Evidence, Segment
 
     for row, model in ((SegmentRow, Segment), (ClaimRow, Claim), (EvidenceRow, Evidence)):
-        assert row._fields == tuple(c.name for c in model.__table__.columns), row.__name__
+        assert row._fields == tuple(c.name for c in model.columns), row.__name__

@@ -3,7 +3,9 @@ gaps, determinism, literal handling of FTS syntax and SQL, and every fail-closed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import sqlite3
 import stat
@@ -15,6 +17,8 @@ from typing import Any
 
 import pytest
 from conftest import CORPORA, Backend, run_cli, write
+
+from raytsystem.model.objects import claim_hash, evidence_id
 
 PAYMENTS = """# Payments
 
@@ -239,6 +243,39 @@ def test_fails_closed_when_evidence_span_is_altered(kb: Path, backend: Backend) 
         db.execute('UPDATE evidence SET "end" = "end" - 1 WHERE claim_id = ?', (claim,))
     assert evidence["span"]["end"] > 0
     assert fail_closed(kb, "how many retry attempts")["code"] == "ledger_mismatch"
+
+
+def test_fails_closed_when_a_claim_cites_another_sentence_consistently(
+    kb: Path, backend: Backend
+) -> None:
+    """A forgery that re-derives every ID and hash it touches: the claim keeps its statement,
+    its evidence now cites the next sentence (its exact span and SHA-256), and the claim state,
+    claim hash and index row follow. Every hash in the chain matches; only the statement no
+    longer says what its evidence says."""
+    cited = _cited(kb)
+    claim, old = cited["claim"], cited["evidence"][0]
+    other = query(kb, "backoff doubles")["citations"][0]["evidence"][0]
+    assert other["segment_id"] == old["segment_id"] and other["span"] != old["span"]
+    start, end = other["span"]["start"], other["span"]["end"]
+    eid = evidence_id(
+        claim["id"], other["segment_id"], start, end, other["cited_excerpt_sha256"], "statement"
+    )
+    forged = claim_hash(claim["id"], claim["statement"], claim["authority"], claim["status"], [eid])
+    with backend.db(kb) as db:
+        db.execute(
+            'UPDATE evidence SET id = ?, "start" = ?, "end" = ?, sha256 = ? WHERE claim_id = ?',
+            (eid, start, end, other["cited_excerpt_sha256"], claim["id"]),
+        )
+        db.execute(
+            "UPDATE claim_states SET evidence_ids = ?, claim_hash = ? WHERE claim_id = ?",
+            (json.dumps([eid]), forged, claim["id"]),
+        )
+    index = _index_file(kb, 1)
+    os.chmod(index, 0o644)
+    with contextlib.closing(sqlite3.connect(index)) as db, db:
+        db.execute("UPDATE docs SET object_hash = ? WHERE object_id = ?", (forged, claim["id"]))
+    error = fail_closed(kb, "how many retry attempts")
+    assert (error["code"], error["details"]["subject"]) == ("excerpt_mismatch", claim["id"])
 
 
 def test_expect_generation_stale_fails_closed(kb: Path) -> None:

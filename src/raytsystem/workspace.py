@@ -52,8 +52,21 @@ Every file raytsystem ingests is stored here once, byte for byte, under its BLAK
 """
 
 
+def is_note(path: str) -> bool:
+    """Whether a workspace path is a manual note: the only place people write knowledge."""
+    return path.startswith(MANUAL_DIR + "/")
+
+
+# The common case, settled by one match: ASCII names of letters, digits, `_`, `-` and `.` that
+# do not start with a dot (so no `.`, `..` or `.git`), joined by single slashes. Such a path is
+# NFC already and passes every rule below but the top-level one (`_raw/`).
+_PLAIN: Final = re.compile(r"[\w-][\w.-]*(?:/[\w-][\w.-]*)*", re.ASCII)
+
+
 def check_rel_path(path: str) -> str:
     """Validate a workspace-relative path and return its canonical (NFC, POSIX) form."""
+    if _PLAIN.fullmatch(path) and path.partition("/")[0] not in _RESERVED_TOP:
+        return path
     if not path or path.strip() != path:
         raise PathRefused(path, "empty, or starts or ends with whitespace")
     if _CONTROL.search(path):
@@ -197,7 +210,7 @@ class Workspace:
         points outside the workspace is reported.
         """
         real_root = self.root.resolve()
-        found: dict[str, tuple[str, bool]] = {}
+        found: dict[str, tuple[os.DirEntry[str] | str, bool]] = {}
         refusals: list[Refusal] = []
         for start in sorted(set(scope)) or [""]:
             base = self.root / start if start else self.root
@@ -209,11 +222,11 @@ class Workspace:
             if base.is_file() or (base.is_symlink() and not base.is_dir()):
                 found.setdefault(start, (str(base), True))
                 continue
-            for rel, disk in self._walk(base, real_root, refusals):
-                found.setdefault(rel, (disk, False))
+            for rel, entry in self._walk(base, real_root, refusals):
+                found.setdefault(rel, (entry, False))
         items: list[Candidate | Refusal] = list(refusals)
-        for rel, (disk, explicit) in found.items():
-            item = self._candidate(rel, disk, real_root, explicit=explicit)
+        for rel, (where, explicit) in found.items():
+            item = self._candidate(rel, where, real_root, explicit=explicit)
             if item is not None:
                 items.append(item)
         items.sort(key=lambda item: item.path)
@@ -221,24 +234,41 @@ class Workspace:
 
     def _walk(
         self, base: Path, real_root: Path, refusals: list[Refusal]
-    ) -> Iterator[tuple[str, str]]:
+    ) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(relative path, directory entry) of every file under `base`, in no set order.
+
+        Folders are read with `os.scandir`, whose entries know their type without a system
+        call; reserved folders are not entered, nor symlinked ones (one that leaves the
+        workspace is reported). A folder that cannot be read is skipped."""
         root = str(self.root)
         prefix = root if root.endswith(os.sep) else root + os.sep
-        for dirpath, dirnames, filenames in os.walk(base):
-            # os.walk's folders start with `base`, itself under the root: plain string work.
-            rel_dir = "" if dirpath == root else dirpath[len(prefix) :].replace(os.sep, "/")
-            dirnames[:] = [
-                d
-                for d in dirnames
-                if d not in _RESERVED_ANY and not (rel_dir == "" and d in _RESERVED_TOP)
-            ]
-            for d in dirnames:
-                link = os.path.join(dirpath, d)
-                if os.path.islink(link):
+        pending = [str(base)]
+        while pending:
+            folder = pending.pop()
+            # Every folder is `base` or under it, itself under the root: plain string work.
+            rel_dir = "" if folder == root else folder[len(prefix) :].replace(os.sep, "/")
+            try:
+                with os.scandir(folder) as listing:
+                    entries = list(listing)
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                try:
+                    is_folder = entry.is_dir()  # follows a symlink, as os.walk does
+                except OSError:
+                    is_folder = False
+                if not is_folder:
+                    yield unicodedata.normalize("NFC", rel), entry
+                elif name in _RESERVED_ANY or (rel_dir == "" and name in _RESERVED_TOP):
+                    continue
+                elif not entry.is_symlink():
+                    pending.append(entry.path)
+                else:
                     try:
-                        Path(link).resolve().relative_to(real_root)
+                        Path(entry.path).resolve().relative_to(real_root)
                     except ValueError:
-                        rel = f"{rel_dir}/{d}" if rel_dir else d
                         refusals.append(
                             Refusal(
                                 unicodedata.normalize("NFC", rel),
@@ -246,13 +276,12 @@ class Workspace:
                                 "symlinked folder leaves the workspace",
                             )
                         )
-            for name in filenames:
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                yield unicodedata.normalize("NFC", rel), os.path.join(dirpath, name)
 
     def _candidate(
-        self, rel: str, disk: str, real_root: Path, *, explicit: bool
+        self, rel: str, entry: os.DirEntry[str] | str, real_root: Path, *, explicit: bool
     ) -> Candidate | Refusal | None:
+        """What discovery makes of one path: `entry` is its directory entry from `_walk`, or
+        its path on disk when it was named explicitly."""
         try:
             canonical = check_rel_path(rel)
         except PathRefused as exc:
@@ -261,8 +290,10 @@ class Workspace:
             if explicit:
                 return Refusal(canonical, "not_selected", "not matched by the include globs")
             return None
+        disk = entry if isinstance(entry, str) else entry.path
         try:
-            st = os.lstat(disk)  # one system call for the common case of a plain file
+            # One system call for the common case of a plain file (the entry's lstat).
+            st = os.lstat(disk) if isinstance(entry, str) else entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 target = Path(disk).resolve()
                 try:

@@ -28,17 +28,12 @@ from .adapters import PROSE_KINDS, Normalized
 from .claims import sentences
 from .objects import ClaimRow, EvidenceRow, SegmentRow, claim_id, evidence_id
 
-MANUAL_PREFIX: Final = "knowledge/manual/"
 ENTITIES_PATH: Final = "knowledge/manual/entities.md"
 _CITATION: Final = re.compile(r'\s*(?P<path>[^\s"“”]+)\s+["“](?P<quote>[^"“”]+)["”]')
 _ENTITY: Final = re.compile(r"^(?P<name>[^:—–]+?)\s*(?::|—|–| - )\s*(?P<description>.+)$", re.S)
 _CLAIM_ID: Final = re.compile(r"^clm_[0-9a-f]{32}$")
 # A footnote reference markdown-it left as text: its label has no definition.
 _UNDEFINED_REF: Final = re.compile(r"\[\^([^\]\s]+)\]")
-
-
-def is_note(path: str) -> bool:
-    return path.startswith(MANUAL_PREFIX)
 
 
 class NoteMeta(BaseModel):

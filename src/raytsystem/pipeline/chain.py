@@ -20,7 +20,7 @@ from typing import Any
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..ids import make_id
-from ..model.objects import claim_hash, claim_id, evidence_id, segment_id
+from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 
@@ -206,6 +206,19 @@ class Checker:
                     break
                 view.evidence.append(checked)
             else:
+                # The ID and hash prove the statement was not changed since it was written,
+                # not that its evidence says it: a claim says what its statement evidence's
+                # excerpt says (whitespace collapsed, NFC), as `verify` also checks.
+                said = [e for e in view.evidence if e.role == "statement"]
+                if not said or any(statement_of(e.excerpt) != statement for e in said):
+                    problems.append(
+                        Problem(
+                            "excerpt_mismatch",
+                            cid,
+                            f"claim {cid}: its statement is not what its statement evidence says",
+                        )
+                    )
+                    continue
                 view.evidence.sort(key=lambda e: (e.role != "statement", e.id))
                 views[cid] = view
         return views, problems

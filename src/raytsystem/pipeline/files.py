@@ -20,18 +20,12 @@ from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claim_rows, segment_rows
 from ..model.generation import source_digest
 from ..model.index import source_rows_digest
-from ..model.notes import parse_note
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, confirmed_claim_hash
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, address_of
+from ..workspace import is_note
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
 from .staging import state_evidence
-
-MANUAL_PREFIX = "knowledge/manual/"
-
-
-def is_manual(path: str) -> bool:
-    return path.startswith(MANUAL_PREFIX)
 
 
 def now_iso() -> str:
@@ -209,7 +203,9 @@ def process_file(task: FileTask) -> FileResult:
     result.findings.extend(
         Finding(f.code, f"{path}:{f.subject}", f.message, f.severity) for f in normalized.findings
     )
-    if is_manual(path):
+    if is_note(path):
+        from ..model.notes import parse_note  # pydantic, imported only when a note changed
+
         # A note is parsed here (a pure function of its bytes); its citations and statuses are
         # resolved by the parent, which sees the whole generation (pipeline/manual.py).
         claims, evidence, meta = parse_note(path, source_id, normalized, segments)

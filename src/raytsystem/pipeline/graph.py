@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ..ids import make_id
-from ..model.notes import is_note
 from ..storage.models import Claim, Evidence, Normalization, Segment
 from ..storage.models import ClaimState as ClaimStateRow
+from ..workspace import is_note
 from . import state
 from .manual import Note, _notes_from_ledger
 
@@ -48,17 +48,17 @@ def graph(
     notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
     claim_rows = conn.execute(
         select(
-            ClaimStateRow.claim_id,
-            ClaimStateRow.source_id,
-            ClaimStateRow.status,
-            ClaimStateRow.claim_hash,
-            ClaimStateRow.evidence_ids,
-            Claim.statement,
-            Claim.authority,
+            ClaimStateRow.c.claim_id,
+            ClaimStateRow.c.source_id,
+            ClaimStateRow.c.status,
+            ClaimStateRow.c.claim_hash,
+            ClaimStateRow.c.evidence_ids,
+            Claim.c.statement,
+            Claim.c.authority,
         )
-        .join(Claim, Claim.id == ClaimStateRow.claim_id)
+        .join(Claim, Claim.c.id == ClaimStateRow.c.claim_id)
         .where(state.active(ClaimStateRow, generation.number))
-        .order_by(ClaimStateRow.claim_id)
+        .order_by(ClaimStateRow.c.claim_id)
     ).all()
 
     entities = {
@@ -177,7 +177,9 @@ def _evidence(conn: Connection, ids: list[str]) -> dict[str, tuple[str, str]]:
     out = {}
     for part in state.chunks(sorted(set(ids))):
         for eid, role, seg in conn.execute(
-            select(Evidence.id, Evidence.role, Evidence.segment_id).where(Evidence.id.in_(part))
+            select(Evidence.c.id, Evidence.c.role, Evidence.c.segment_id).where(
+                Evidence.c.id.in_(part)
+            )
         ):
             out[eid] = (role, seg)
     return out
@@ -187,9 +189,11 @@ def _segments(conn: Connection, ids: list[str]) -> dict[str, tuple[str, list[str
     out = {}
     for part in state.chunks(ids):
         for seg_id, kind, heading, revision in conn.execute(
-            select(Segment.id, Segment.kind, Segment.heading_path, Normalization.revision_id)
-            .join(Normalization, Normalization.id == Segment.normalization_id)
-            .where(Segment.id.in_(part))
+            select(
+                Segment.c.id, Segment.c.kind, Segment.c.heading_path, Normalization.c.revision_id
+            )
+            .join(Normalization, Normalization.c.id == Segment.c.normalization_id)
+            .where(Segment.c.id.in_(part))
         ):
             out[seg_id] = (kind, json.loads(heading), revision)
     return out

@@ -232,24 +232,25 @@ def index_rows(
     norm_ids = sorted({s.normalization_id for s in sources if s.normalization_id})
     text_blobs: dict[str, str | None] = {}
     segments: dict[str, list[tuple[str, str, str, str, int, int]]] = {}
-    seg_table = Segment.__table__
     for part in chunks(norm_ids):
         for nid, blob in conn.execute(
-            select(Normalization.id, Normalization.text_blob).where(Normalization.id.in_(part))
+            select(Normalization.c.id, Normalization.c.text_blob).where(
+                Normalization.c.id.in_(part)
+            )
         ):
             text_blobs[nid] = blob
         for r in conn.execute(
             select(
-                seg_table.c.normalization_id,
-                seg_table.c.id,
-                seg_table.c.sha256,
-                seg_table.c.kind,
-                seg_table.c.heading_path,
-                seg_table.c.start,
-                seg_table.c.end,
+                Segment.c.normalization_id,
+                Segment.c.id,
+                Segment.c.sha256,
+                Segment.c.kind,
+                Segment.c.heading_path,
+                Segment.c.start,
+                Segment.c.end,
             )
-            .where(seg_table.c.normalization_id.in_(part))
-            .order_by(seg_table.c.normalization_id, seg_table.c.ordinal)
+            .where(Segment.c.normalization_id.in_(part))
+            .order_by(Segment.c.normalization_id, Segment.c.ordinal)
         ):
             segments.setdefault(r[0], []).append((r[1], r[2], r[3], r[4], r[5], r[6]))
 
@@ -257,7 +258,7 @@ def index_rows(
     statements: dict[str, tuple[str, str]] = {}
     for part in chunks(sorted({c.claim_id for c in confirmed})):
         for cid, statement, authority in conn.execute(
-            select(Claim.id, Claim.statement, Claim.authority).where(Claim.id.in_(part))
+            select(Claim.c.id, Claim.c.statement, Claim.c.authority).where(Claim.c.id.in_(part))
         ):
             statements[cid] = (statement, authority)
     # Where each claim's statement is: its segment's heading path, the segment, the span.
@@ -265,14 +266,14 @@ def index_rows(
     for part in chunks(sorted({e for c in confirmed for e in c.evidence_ids})):
         for cid, heading, seg_id, start, end in conn.execute(
             select(
-                Evidence.claim_id,
-                Segment.heading_path,
-                Evidence.segment_id,
-                Evidence.start,
-                Evidence.end,
+                Evidence.c.claim_id,
+                Segment.c.heading_path,
+                Evidence.c.segment_id,
+                Evidence.c.start,
+                Evidence.c.end,
             )
-            .join(Segment, Segment.id == Evidence.segment_id)
-            .where(Evidence.id.in_(part), Evidence.role == "statement")
+            .join(Segment, Segment.c.id == Evidence.c.segment_id)
+            .where(Evidence.c.id.in_(part), Evidence.c.role == "statement")
         ):
             located[cid] = (heading, seg_id, start, end)
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, insert, update
+from sqlalchemy import Connection, Table, insert, update
 
 from .. import faults
 from ..errors import RaytError
@@ -64,17 +64,15 @@ from ..storage.models import (
     Revision,
     Segment,
     Source,
-    table,
 )
 from ..storage.statcache import StatCache
 from ..syscalls import die_with_parent
-from ..workspace import Candidate, Refusal, Workspace
+from ..workspace import Candidate, Refusal, Workspace, is_note
 from . import state
 from .files import (
     FileResult,
     FileTask,
     adapter_key,
-    is_manual,
     now_iso,
     process_file,
     source_id_for,
@@ -148,7 +146,7 @@ class IngestReport:
         }
 
 
-def _insert_ignore(conn: Connection, table: Any, rows: Sequence[Sequence[Any]]) -> None:
+def _insert_ignore(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]) -> None:
     """Rows of immutable objects, as tuples in the table's column order; a row whose ID is
     already there is the same row (content-addressed), so it is skipped."""
     insert_rows(conn, table.name, [c.name for c in table.columns], rows, existing="skip")
@@ -342,7 +340,7 @@ class _Run:
             _write_objects(conn, new, self.started_at, ())
             for r, sid in new:
                 nid = str(r.normalization["id"])
-                if is_manual(r.path):
+                if is_note(r.path):
                     # A note's claims and statuses are decided with the whole generation.
                     self.states[sid] = SourceState(sid, r.path, r.revision_id, nid, "", ())
                 else:
@@ -576,13 +574,16 @@ def ingest(
             pruned = index_file.prune(ws.index_dir, ws.config.index.keep, first)
             report.indexes_pruned = len(pruned)
         report.index_spare_made = run.spare is not None and run.spare.result()
-        stat_entries = [
-            (c.path, c.stat, rev)
-            for c in candidates
-            if (rev := _cached_revision(c.path, active, run.changed))
-        ]
-        current = generation or parent
-        cache.save(current.hash if current else None, stat_entries)
+        if tasks or report.created:
+            # Otherwise the cache holds exactly these entries for this generation already,
+            # every one of them old enough to be trusted: writing it again changes nothing.
+            stat_entries = [
+                (c.path, c.stat, rev)
+                for c in candidates
+                if (rev := _cached_revision(c.path, active, run.changed))
+            ]
+            current = generation or parent
+            cache.save(current.hash if current else None, stat_entries)
         report.seconds = time.monotonic() - started
         return report
 
@@ -694,7 +695,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             "claims_changed": restated,
         }
         conn.execute(
-            insert(table(Generation)),
+            insert(Generation),
             {
                 "hash": ghash,
                 "number": number,
@@ -709,13 +710,13 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
         faults.point("ingest.before_head")
         if current is None:
             conn.execute(
-                insert(table(Head)),
+                insert(Head),
                 {"name": "current", "generation_hash": ghash, "number": number},
             )
         else:
             moved = conn.execute(
-                update(table(Head))
-                .where(Head.name == "current", Head.generation_hash == current.hash)
+                update(Head)
+                .where(Head.c.name == "current", Head.c.generation_hash == current.hash)
                 .values(generation_hash=ghash, number=number)
             )
             if moved.rowcount != 1:
@@ -829,25 +830,25 @@ def _write_objects(
         segments.extend(r.segments)
         claims.extend(r.claims)
         evidence.extend(r.evidence)
-    _insert_ignore(conn, Source.__table__, sources)
-    _insert_ignore(conn, Revision.__table__, revisions)
-    _insert_ignore(conn, Normalization.__table__, normalizations)
-    _insert_ignore(conn, Segment.__table__, segments)
-    _insert_ignore(conn, Claim.__table__, claims)
-    _insert_ignore(conn, Evidence.__table__, evidence)
+    _insert_ignore(conn, Source, sources)
+    _insert_ignore(conn, Revision, revisions)
+    _insert_ignore(conn, Normalization, normalizations)
+    _insert_ignore(conn, Segment, segments)
+    _insert_ignore(conn, Claim, claims)
+    _insert_ignore(conn, Evidence, evidence)
 
 
-def _row(model: Any, **values: Any) -> tuple[Any, ...]:
+def _row(table: Table, **values: Any) -> tuple[Any, ...]:
     """A row as a tuple in its table's column order (a missing or extra value is a KeyError)."""
-    columns = [c.name for c in model.__table__.columns]
+    columns = [c.name for c in table.columns]
     if len(values) != len(columns):
-        raise KeyError(f"{model.__tablename__}: {sorted(set(values) ^ set(columns))}")
+        raise KeyError(f"{table.name}: {sorted(set(values) ^ set(columns))}")
     return tuple(values[c] for c in columns)
 
 
 def _record_run(conn: Connection, started_at: str, ghash: str | None, report: IngestReport) -> None:
     conn.execute(
-        insert(table(IngestRun)),
+        insert(IngestRun),
         {
             "started_at": started_at,
             "finished_at": now_iso(),

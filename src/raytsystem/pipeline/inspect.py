@@ -36,9 +36,7 @@ def _one(conn: Connection, table: Any, object_id: str) -> dict[str, Any]:
 def status(conn: Connection) -> dict[str, Any]:
     current = state.head(conn)
     last = (
-        conn.execute(select(IngestRun.__table__).order_by(IngestRun.id.desc()).limit(1))
-        .mappings()
-        .first()
+        conn.execute(select(IngestRun).order_by(IngestRun.c.id.desc()).limit(1)).mappings().first()
     )
     counts = {
         "sources": conn.execute(select(func.count()).select_from(Source)).scalar_one(),
@@ -71,20 +69,20 @@ def status(conn: Connection) -> dict[str, Any]:
 
 def history(conn: Connection, path: str) -> dict[str, Any]:
     path = check_rel_path(path)
-    source = conn.execute(select(Source.__table__).where(Source.path == path)).mappings().first()
+    source = conn.execute(select(Source).where(Source.c.path == path)).mappings().first()
     if source is None:
         raise NotFound(f"no source {path} in the ledger", code="source_not_found", path=path)
     revisions = []
     for rev in conn.execute(
-        select(Revision.__table__)
-        .where(Revision.source_id == source["id"])
-        .order_by(Revision.first_seen_at, Revision.id)
+        select(Revision)
+        .where(Revision.c.source_id == source["id"])
+        .order_by(Revision.c.first_seen_at, Revision.c.id)
     ).mappings():
         spans: list[dict[str, int | None]] = []
         for f, t in conn.execute(
-            select(SourceState.gen_from, SourceState.gen_to)
-            .where(SourceState.revision_id == rev["id"])
-            .order_by(SourceState.gen_from)
+            select(SourceState.c.gen_from, SourceState.c.gen_to)
+            .where(SourceState.c.revision_id == rev["id"])
+            .order_by(SourceState.c.gen_from)
         ):
             # A new state of the same revision (a claim's status changed) continues the span.
             if spans and spans[-1]["to"] == f:
@@ -111,8 +109,8 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
     active_now = None
     if current:
         row = conn.execute(
-            select(SourceState.revision_id).where(
-                SourceState.source_id == source["id"], state.active(SourceState, current.number)
+            select(SourceState.c.revision_id).where(
+                SourceState.c.source_id == source["id"], state.active(SourceState, current.number)
             )
         ).first()
         active_now = row[0] if row else None
@@ -129,10 +127,10 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
 
 
 def segment_chain(conn: Connection, segment_id: str) -> dict[str, Any]:
-    seg = _one(conn, Segment.__table__, segment_id)
-    norm = _one(conn, Normalization.__table__, seg["normalization_id"])
-    rev = _one(conn, Revision.__table__, norm["revision_id"])
-    src = _one(conn, Source.__table__, rev["source_id"])
+    seg = _one(conn, Segment, segment_id)
+    norm = _one(conn, Normalization, seg["normalization_id"])
+    rev = _one(conn, Revision, norm["revision_id"])
+    src = _one(conn, Source, rev["source_id"])
     return {
         "segment": {**seg, "heading_path": json.loads(seg["heading_path"])},
         "normalization": {**norm, "meta": json.loads(norm["meta"]) if norm["meta"] else None},
@@ -160,30 +158,30 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
         return {"kind": "generation", **_generation(conn, ref)}
     kind, object_id = parse_id(object_id)
     if kind == "source":
-        src = _one(conn, Source.__table__, object_id)
+        src = _one(conn, Source, object_id)
         return {"kind": kind, **history(conn, src["path"])}
     if kind == "revision":
-        rev = _one(conn, Revision.__table__, object_id)
+        rev = _one(conn, Revision, object_id)
         norms = [
             dict(r)
             for r in conn.execute(
-                select(Normalization.__table__).where(Normalization.revision_id == object_id)
+                select(Normalization).where(Normalization.c.revision_id == object_id)
             ).mappings()
         ]
         return {
             "kind": kind,
             "revision": rev,
-            "source": _one(conn, Source.__table__, rev["source_id"]),
+            "source": _one(conn, Source, rev["source_id"]),
             "normalizations": norms,
         }
     if kind == "normalization":
-        norm = _one(conn, Normalization.__table__, object_id)
-        rev = _one(conn, Revision.__table__, norm["revision_id"])
+        norm = _one(conn, Normalization, object_id)
+        rev = _one(conn, Revision, norm["revision_id"])
         return {
             "kind": kind,
             "normalization": {**norm, "meta": json.loads(norm["meta"]) if norm["meta"] else None},
             "revision": rev,
-            "source": _one(conn, Source.__table__, rev["source_id"]),
+            "source": _one(conn, Source, rev["source_id"]),
         }
     if kind == "segment":
         chain = segment_chain(conn, object_id)
@@ -191,7 +189,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
         chain["excerpt"] = _excerpt(blobs, chain["normalization"], seg["start"], seg["end"])
         return {"kind": kind, **chain}
     if kind == "evidence":
-        ev = _one(conn, Evidence.__table__, object_id)
+        ev = _one(conn, Evidence, object_id)
         chain = segment_chain(conn, ev["segment_id"])
         return {
             "kind": kind,
@@ -200,7 +198,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             **chain,
         }
     if kind == "claim":
-        claim = _one(conn, Claim.__table__, object_id)
+        claim = _one(conn, Claim, object_id)
         states = [
             {
                 "from_generation": r.gen_from,
@@ -210,19 +208,19 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
                 "evidence_ids": json.loads(r.evidence_ids),
             }
             for r in conn.execute(
-                select(ClaimState.__table__)
+                select(ClaimState)
                 .where(
-                    ClaimState.source_id == claim["source_id"],
-                    ClaimState.claim_id == object_id,
-                    ClaimState.gen_from <= _head_number(conn),
+                    ClaimState.c.source_id == claim["source_id"],
+                    ClaimState.c.claim_id == object_id,
+                    ClaimState.c.gen_from <= _head_number(conn),
                 )
-                .order_by(ClaimState.gen_from, ClaimState.id)
+                .order_by(ClaimState.c.gen_from, ClaimState.c.id)
             )
         ]
         evidence_ids = sorted({e for s in states for e in s["evidence_ids"]})
         evidence = []
         for eid in evidence_ids:
-            ev = _one(conn, Evidence.__table__, eid)
+            ev = _one(conn, Evidence, eid)
             chain = segment_chain(conn, ev["segment_id"])
             evidence.append(
                 {
@@ -236,8 +234,8 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
         return {"kind": kind, "claim": claim, "states": states, "evidence": evidence}
     if kind == "review":
         row = conn.execute(
-            select(Review.generation_hash, Review.created_at, Review.report).where(
-                Review.id == object_id
+            select(Review.c.generation_hash, Review.c.created_at, Review.c.report).where(
+                Review.c.id == object_id
             )
         ).first()
         if row is None:
@@ -286,7 +284,7 @@ def diff(conn: Connection, ref_a: str, ref_b: str) -> dict[str, Any]:
 
     def active_claims(number: int) -> dict[str, tuple[str, str]]:
         rows = conn.execute(
-            select(ClaimState.claim_id, ClaimState.claim_hash, ClaimState.status).where(
+            select(ClaimState.c.claim_id, ClaimState.c.claim_hash, ClaimState.c.status).where(
                 state.active(ClaimState, number)
             )
         )
@@ -302,9 +300,9 @@ def diff(conn: Connection, ref_a: str, ref_b: str) -> dict[str, Any]:
     info: dict[str, dict[str, Any]] = {}
     for part in state.chunks(ids):
         for cid, statement, authority, path in conn.execute(
-            select(Claim.id, Claim.statement, Claim.authority, Source.path)
-            .join(Source, Source.id == Claim.source_id)
-            .where(Claim.id.in_(part))
+            select(Claim.c.id, Claim.c.statement, Claim.c.authority, Source.c.path)
+            .join(Source, Source.c.id == Claim.c.source_id)
+            .where(Claim.c.id.in_(part))
         ):
             info[cid] = {
                 "id": cid,

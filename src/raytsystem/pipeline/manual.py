@@ -28,11 +28,11 @@ from sqlalchemy import Connection, select
 
 from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
-from ..model.notes import is_note
 from ..model.objects import EvidenceRow, claim_hash, evidence_id
 from ..model.text import Finding
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Normalization, Segment
+from ..workspace import is_note
 from . import state
 from .files import FileResult, source_id_for
 from .state import ActiveSource
@@ -95,15 +95,15 @@ class Texts:
         value = None
         if nid is not None:
             blob = self.conn.execute(
-                select(Normalization.text_blob).where(Normalization.id == nid)
+                select(Normalization.c.text_blob).where(Normalization.c.id == nid)
             ).scalar_one_or_none()
             if blob:
                 segs = [
                     (r[0], r[1], r[2])
                     for r in self.conn.execute(
-                        select(Segment.id, Segment.start, Segment.end)
-                        .where(Segment.normalization_id == nid)
-                        .order_by(Segment.ordinal)
+                        select(Segment.c.id, Segment.c.start, Segment.c.end)
+                        .where(Segment.c.normalization_id == nid)
+                        .order_by(Segment.c.ordinal)
                     )
                 ]
                 value = (nid, self.blobs.get(blob).decode("utf-8"), segs)
@@ -198,7 +198,11 @@ def _statements(
     missing = [i for i in ids if i not in out]
     for part in state.chunks(missing):
         out.update(
-            dict(conn.execute(select(Claim.id, Claim.statement).where(Claim.id.in_(part))).all())
+            dict(
+                conn.execute(
+                    select(Claim.c.id, Claim.c.statement).where(Claim.c.id.in_(part))
+                ).all()
+            )
         )
     return out
 
@@ -210,7 +214,9 @@ def _notes_from_ledger(conn: Connection, items: Iterable[ActiveSource]) -> dict[
         metas.update(
             dict(
                 conn.execute(
-                    select(Normalization.id, Normalization.meta).where(Normalization.id.in_(part))
+                    select(Normalization.c.id, Normalization.c.meta).where(
+                        Normalization.c.id.in_(part)
+                    )
                 ).all()
             )
         )
@@ -381,7 +387,7 @@ def _claims_info(conn: Connection, ids: list[str]) -> dict[str, tuple[str, str]]
     out: dict[str, tuple[str, str]] = {}
     for part in state.chunks(sorted(set(ids))):
         for cid, statement, authority in conn.execute(
-            select(Claim.id, Claim.statement, Claim.authority).where(Claim.id.in_(part))
+            select(Claim.c.id, Claim.c.statement, Claim.c.authority).where(Claim.c.id.in_(part))
         ):
             out[cid] = (statement, authority)
     return out
@@ -415,9 +421,9 @@ def _owners(
     missing = sorted(claim_ids - set(owners))
     for part in state.chunks(missing):
         for cid, sid in conn.execute(
-            select(Row.claim_id, Row.source_id)
-            .join(Claim, (Claim.source_id == Row.source_id) & (Claim.id == Row.claim_id))
-            .where(Claim.id.in_(part), state.active(Row, parent_number))
+            select(Row.c.claim_id, Row.c.source_id)
+            .join(Claim, (Claim.c.source_id == Row.c.source_id) & (Claim.c.id == Row.c.claim_id))
+            .where(Claim.c.id.in_(part), state.active(Row, parent_number))
         ):
             owners[cid] = sid
     return owners

@@ -34,10 +34,10 @@ from sqlalchemy import Connection, insert, select
 
 from ..canonical import canonical_json
 from ..ids import make_id
-from ..model.notes import is_note
 from ..storage.blobs import BlobStore
-from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState, table
+from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState
 from ..storage.models import ClaimState as ClaimStateRow
+from ..workspace import is_note
 from . import state
 from .files import now_iso
 from .manual import MESSAGES, Texts, _link_exists, _notes_from_ledger, locate
@@ -106,18 +106,18 @@ class ActiveClaim:
 def _active_claims(conn: Connection, number: int) -> list[ActiveClaim]:
     rows = conn.execute(
         select(
-            ClaimStateRow.claim_id,
-            ClaimStateRow.source_id,
-            Source.path,
-            Claim.authority,
-            Claim.statement,
-            ClaimStateRow.status,
-            ClaimStateRow.evidence_ids,
+            ClaimStateRow.c.claim_id,
+            ClaimStateRow.c.source_id,
+            Source.c.path,
+            Claim.c.authority,
+            Claim.c.statement,
+            ClaimStateRow.c.status,
+            ClaimStateRow.c.evidence_ids,
         )
-        .join(Claim, Claim.id == ClaimStateRow.claim_id)
-        .join(Source, Source.id == ClaimStateRow.source_id)
+        .join(Claim, Claim.c.id == ClaimStateRow.c.claim_id)
+        .join(Source, Source.c.id == ClaimStateRow.c.source_id)
         .where(state.active(ClaimStateRow, number))
-        .order_by(ClaimStateRow.claim_id)
+        .order_by(ClaimStateRow.c.claim_id)
     )
     return [ActiveClaim(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
 
@@ -262,10 +262,10 @@ def audit(
 
     # Sources that could not be normalized.
     failed = conn.execute(
-        select(Source.path, Normalization.id, Normalization.finding_message)
-        .join(SourceState, SourceState.normalization_id == Normalization.id)
-        .join(Source, Source.id == SourceState.source_id)
-        .where(state.active(SourceState, number), Normalization.status == "failed")
+        select(Source.c.path, Normalization.c.id, Normalization.c.finding_message)
+        .join(SourceState, SourceState.c.normalization_id == Normalization.c.id)
+        .join(Source, Source.c.id == SourceState.c.source_id)
+        .where(state.active(SourceState, number), Normalization.c.status == "failed")
     ).all()
     for path, nid, message in failed:
         findings.append(
@@ -276,12 +276,12 @@ def audit(
 
 def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
     rows = conn.execute(
-        select(ClaimStateRow.evidence_ids)
-        .join(Claim, Claim.source_id == ClaimStateRow.source_id)
+        select(ClaimStateRow.c.evidence_ids)
+        .join(Claim, Claim.c.source_id == ClaimStateRow.c.source_id)
         .where(
-            Claim.id == claim_id,
-            ClaimStateRow.claim_id == claim_id,
-            ClaimStateRow.gen_from < number,
+            Claim.c.id == claim_id,
+            ClaimStateRow.c.claim_id == claim_id,
+            ClaimStateRow.c.gen_from < number,
         )
     ).all()
     ids = {e for (ev,) in rows for e in json.loads(ev)}
@@ -289,8 +289,8 @@ def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
         return False
     return (
         conn.execute(
-            select(Evidence.id)
-            .where(Evidence.id.in_(sorted(ids)), Evidence.role == "citation")
+            select(Evidence.c.id)
+            .where(Evidence.c.id.in_(sorted(ids)), Evidence.c.role == "citation")
             .limit(1)
         ).first()
         is not None
@@ -301,8 +301,8 @@ def _statement_spans(conn: Connection, ids: list[str]) -> dict[str, tuple[str, i
     out = {}
     for part in state.chunks(sorted(set(ids))):
         for eid, seg, start, end in conn.execute(
-            select(Evidence.id, Evidence.segment_id, Evidence.start, Evidence.end).where(
-                Evidence.id.in_(part), Evidence.role == "statement"
+            select(Evidence.c.id, Evidence.c.segment_id, Evidence.c.start, Evidence.c.end).where(
+                Evidence.c.id.in_(part), Evidence.c.role == "statement"
             )
         ):
             out[eid] = (seg, start, end)
@@ -313,9 +313,9 @@ def _citation_spans(conn: Connection, ids: list[str]) -> list[tuple[str, tuple[s
     out = []
     for part in state.chunks(sorted(set(ids))):
         for cid, seg, start, end in conn.execute(
-            select(Evidence.claim_id, Evidence.segment_id, Evidence.start, Evidence.end).where(
-                Evidence.id.in_(part), Evidence.role == "citation"
-            )
+            select(
+                Evidence.c.claim_id, Evidence.c.segment_id, Evidence.c.start, Evidence.c.end
+            ).where(Evidence.c.id.in_(part), Evidence.c.role == "citation")
         ):
             out.append((cid, (seg, start, end)))
     return sorted(out)
@@ -338,9 +338,9 @@ def review(
         "findings": findings,
     }
     body = canonical_json(report).decode("utf-8")
-    if conn.execute(select(Review.id).where(Review.id == review_id)).first() is None:
+    if conn.execute(select(Review.c.id).where(Review.c.id == review_id)).first() is None:
         conn.execute(
-            insert(table(Review)),
+            insert(Review),
             {
                 "id": review_id,
                 "generation_hash": generation.hash,

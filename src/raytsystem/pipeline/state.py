@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select
 
 from ..errors import NotFound, UsageError
 from ..model.generation import ClaimState
@@ -18,7 +18,7 @@ from ..storage.models import ClaimState as ClaimStateRow
 from ..storage.models import Generation, Head, Normalization, Revision, Source, SourceState
 
 T = TypeVar("T")
-GENERATIONS = Generation.__table__
+GENERATIONS = Generation
 CHUNK = 500
 
 
@@ -58,8 +58,8 @@ def _gen(row: Any) -> GenerationRef:
 def head(conn: Connection) -> GenerationRef | None:
     row = conn.execute(
         select(GENERATIONS)
-        .join(Head, Head.generation_hash == Generation.hash)
-        .where(Head.name == "current")
+        .join(Head, Head.c.generation_hash == Generation.c.hash)
+        .where(Head.c.name == "current")
     ).first()
     return None if row is None else _gen(row)
 
@@ -78,10 +78,10 @@ def generation(conn: Connection, ref: str) -> GenerationRef:
     """A generation by number, full hash, or a unique hash prefix of 8+ hex digits."""
     ref = ref.strip().lower()
     if ref.isdigit():
-        row = conn.execute(select(GENERATIONS).where(Generation.number == int(ref))).first()
+        row = conn.execute(select(GENERATIONS).where(Generation.c.number == int(ref))).first()
     elif len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref):
         rows = conn.execute(
-            select(GENERATIONS).where(Generation.hash.startswith(ref, autoescape=True)).limit(2)
+            select(GENERATIONS).where(Generation.c.hash.startswith(ref, autoescape=True)).limit(2)
         ).all()
         if len(rows) > 1:
             raise UsageError(f"generation prefix {ref} is ambiguous", code="ambiguous_generation")
@@ -102,11 +102,13 @@ def generation_or_head(conn: Connection, ref: str | None) -> GenerationRef:
 
 
 def generations(conn: Connection) -> list[GenerationRef]:
-    return [_gen(r) for r in conn.execute(select(GENERATIONS).order_by(Generation.number))]
+    return [_gen(r) for r in conn.execute(select(GENERATIONS).order_by(Generation.c.number))]
 
 
-def active(table: Any, number: int) -> Any:
-    return and_(table.gen_from <= number, or_(table.gen_to.is_(None), table.gen_to > number))
+def active(table: Table, number: int) -> ColumnElement[bool]:
+    """Rows of a `*_states` table whose interval holds generation `number`."""
+    gen_from, gen_to = table.c.gen_from, table.c.gen_to
+    return and_(gen_from <= number, or_(gen_to.is_(None), gen_to > number))
 
 
 class ActiveSource(NamedTuple):
@@ -128,20 +130,20 @@ def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSour
         return {}
     rows = conn.execute(
         select(
-            SourceState.source_id,
-            Source.path,
-            SourceState.revision_id,
-            Revision.blob,
-            Revision.media_type,
-            SourceState.normalization_id,
-            Normalization.adapter,
-            Normalization.adapter_version,
-            Normalization.config_hash,
-            SourceState.digest,
+            SourceState.c.source_id,
+            Source.c.path,
+            SourceState.c.revision_id,
+            Revision.c.blob,
+            Revision.c.media_type,
+            SourceState.c.normalization_id,
+            Normalization.c.adapter,
+            Normalization.c.adapter_version,
+            Normalization.c.config_hash,
+            SourceState.c.digest,
         )
-        .join(Source, Source.id == SourceState.source_id)
-        .join(Revision, Revision.id == SourceState.revision_id)
-        .outerjoin(Normalization, Normalization.id == SourceState.normalization_id)
+        .join(Source, Source.c.id == SourceState.c.source_id)
+        .join(Revision, Revision.c.id == SourceState.c.revision_id)
+        .outerjoin(Normalization, Normalization.c.id == SourceState.c.normalization_id)
         .where(active(SourceState, number))
     )
     out = {}
@@ -159,8 +161,8 @@ def claim_states(
     ids = sorted(set(source_ids))
     for part in chunks(ids):
         rows = conn.execute(
-            select(ClaimStateRow.__table__).where(
-                ClaimStateRow.source_id.in_(part), active(ClaimStateRow, number)
+            select(ClaimStateRow).where(
+                ClaimStateRow.c.source_id.in_(part), active(ClaimStateRow, number)
             )
         )
         for r in rows:

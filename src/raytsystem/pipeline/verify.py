@@ -142,13 +142,13 @@ def check_ledger(
     report: VerifyReport,
     progress: Progress | None,
 ) -> None:
-    for sid, path in _rows(conn, select(Source.id, Source.path)):
+    for sid, path in _rows(conn, select(Source.c.id, Source.c.path)):
         report.counts["sources"] += 1
         if make_id("source", path=path) != sid:
             report.add(
                 "error", "id_mismatch", sid, f"source {sid} does not derive from its path {path!r}"
             )
-    for rid, sid, blob in _rows(conn, select(Revision.id, Revision.source_id, Revision.blob)):
+    for rid, sid, blob in _rows(conn, select(Revision.c.id, Revision.c.source_id, Revision.c.blob)):
         report.counts["revisions"] += 1
         if make_id("revision", source=sid, blob=blob) != rid:
             report.add("error", "id_mismatch", rid, f"revision {rid} does not derive from its row")
@@ -165,13 +165,13 @@ def check_ledger(
         for r in _rows(
             conn,
             select(
-                Normalization.id,
-                Normalization.revision_id,
-                Normalization.adapter,
-                Normalization.adapter_version,
-                Normalization.config_hash,
-                Normalization.status,
-                Normalization.text_blob,
+                Normalization.c.id,
+                Normalization.c.revision_id,
+                Normalization.c.adapter,
+                Normalization.c.adapter_version,
+                Normalization.c.config_hash,
+                Normalization.c.status,
+                Normalization.c.text_blob,
             ),
         )
     }
@@ -194,7 +194,10 @@ def check_ledger(
 
     claims = {}
     for cid, sid, authority, statement, occurrence in _rows(
-        conn, select(Claim.id, Claim.source_id, Claim.authority, Claim.statement, Claim.occurrence)
+        conn,
+        select(
+            Claim.c.id, Claim.c.source_id, Claim.c.authority, Claim.c.statement, Claim.c.occurrence
+        ),
     ):
         report.counts["claims"] += 1
         claims[cid] = (authority, statement)
@@ -205,27 +208,27 @@ def check_ledger(
     for row in _rows(
         conn,
         select(
-            Evidence.id,
-            Evidence.claim_id,
-            Evidence.segment_id,
-            Evidence.start,
-            Evidence.end,
-            Evidence.sha256,
-            Evidence.role,
-            Segment.normalization_id,
-        ).join(Segment, Segment.id == Evidence.segment_id),
+            Evidence.c.id,
+            Evidence.c.claim_id,
+            Evidence.c.segment_id,
+            Evidence.c.start,
+            Evidence.c.end,
+            Evidence.c.sha256,
+            Evidence.c.role,
+            Segment.c.normalization_id,
+        ).join(Segment, Segment.c.id == Evidence.c.segment_id),
     ):
         evidence_by_norm[row[7]].append(row)
     segments_by_norm: dict[str, list[Any]] = defaultdict(list)
     for row in _rows(
         conn,
         select(
-            Segment.id,
-            Segment.normalization_id,
-            Segment.ordinal,
-            Segment.start,
-            Segment.end,
-            Segment.sha256,
+            Segment.c.id,
+            Segment.c.normalization_id,
+            Segment.c.ordinal,
+            Segment.c.start,
+            Segment.c.end,
+            Segment.c.sha256,
         ),
     ):
         segments_by_norm[row[1]].append(row)
@@ -287,10 +290,10 @@ def check_ledger(
     for cid, status, recorded, ev_json in _rows(
         conn,
         select(
-            ClaimStateRow.claim_id,
-            ClaimStateRow.status,
-            ClaimStateRow.claim_hash,
-            ClaimStateRow.evidence_ids,
+            ClaimStateRow.c.claim_id,
+            ClaimStateRow.c.status,
+            ClaimStateRow.c.claim_hash,
+            ClaimStateRow.c.evidence_ids,
         ),
     ):
         report.counts["claim_states"] += 1
@@ -356,36 +359,36 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         _rows(
             conn,
             select(
-                Generation.number,
-                Generation.hash,
-                Generation.parent_hash,
-                Generation.manifest_digest,
-            ).order_by(Generation.number),
+                Generation.c.number,
+                Generation.c.hash,
+                Generation.c.parent_hash,
+                Generation.c.manifest_digest,
+            ).order_by(Generation.c.number),
         )
     )
     opened_sources, closed_sources = _by_interval(
         conn,
         select(
-            SourceState.id,
-            SourceState.source_id,
-            SourceState.revision_id,
-            SourceState.normalization_id,
-            SourceState.digest,
-            SourceState.gen_from,
-            SourceState.gen_to,
+            SourceState.c.id,
+            SourceState.c.source_id,
+            SourceState.c.revision_id,
+            SourceState.c.normalization_id,
+            SourceState.c.digest,
+            SourceState.c.gen_from,
+            SourceState.c.gen_to,
         ),
     )
     opened_claims, closed_claims = _by_interval(
         conn,
         select(
-            ClaimStateRow.id,
-            ClaimStateRow.claim_id,
-            ClaimStateRow.source_id,
-            ClaimStateRow.status,
-            ClaimStateRow.claim_hash,
-            ClaimStateRow.evidence_ids,
-            ClaimStateRow.gen_from,
-            ClaimStateRow.gen_to,
+            ClaimStateRow.c.id,
+            ClaimStateRow.c.claim_id,
+            ClaimStateRow.c.source_id,
+            ClaimStateRow.c.status,
+            ClaimStateRow.c.claim_hash,
+            ClaimStateRow.c.evidence_ids,
+            ClaimStateRow.c.gen_from,
+            ClaimStateRow.c.gen_to,
         ),
     )
 
@@ -454,7 +457,7 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             )
         previous = (number, ghash)
     head = conn.execute(
-        select(Head.generation_hash, Head.number).where(Head.name == "current")
+        select(Head.c.generation_hash, Head.c.number).where(Head.c.name == "current")
     ).first()
     if gens and (head is None or previous is None or head[0] != previous[1]):
         report.add(

@@ -38,6 +38,7 @@ def migrations_dir() -> Path:
 
 
 SQLITE_PAGE_SIZE: Final = 16384
+READ_CACHE_MIB: Final = 32  # each ledger connection's page cache (ingest's writer sets more)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -53,6 +54,10 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
     # FULL: a generation whose head moved must survive power loss, not only a process crash.
     cursor.execute("PRAGMA synchronous=FULL")
+    # Reads join IDs that are hashes, so they hop between pages all over each index: with
+    # SQLite's 2 MiB default the pages of one query evict each other (ingest's active sources
+    # of 10,000 files: 0.19 s at 2 MiB, 0.09 s at 32 MiB). Pages are allocated as they are read.
+    cursor.execute(f"PRAGMA cache_size=-{READ_CACHE_MIB * 1024}")
     cursor.close()
 
 

@@ -10,17 +10,17 @@ notes they are citations.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
-from typing import Final
-
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from mdit_py_plugins.footnote import footnote_plugin
-from mdit_py_plugins.front_matter import front_matter_plugin
+from typing import TYPE_CHECKING, Final
 
 from ..text import Finding
 from . import Adapter, Normalized, SegmentBuilder
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 _WIKI: Final = re.compile(r"\[\[([^\[\]\n|]+?)(?:\|([^\[\]\n]+?))?\]\]")
 _CONTAINER_KIND: Final = {
@@ -37,6 +37,12 @@ MAX_NESTING: Final = 100
 
 
 def make_parser() -> MarkdownIt:
+    # Imported here: a command that parses nothing (a re-ingest that finds no change) does not
+    # pay for importing the parser and compiling its rules.
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
     md = MarkdownIt("commonmark", {"html": True, "maxNesting": MAX_NESTING})
     md.enable(["table", "strikethrough"])
     md.use(front_matter_plugin)
@@ -46,7 +52,7 @@ def make_parser() -> MarkdownIt:
     return md
 
 
-_PARSER: Final = make_parser()
+_parser = functools.cache(make_parser)  # the adapter's one parser, made on first use
 
 
 class _Inline:
@@ -164,7 +170,7 @@ def _restore_newlines(text: str, raw_lines: list[str]) -> str:
 
 
 def normalize_markdown(text: str) -> Normalized:
-    tokens = _PARSER.parse(text)
+    tokens = _parser().parse(text)
     lines = text.split("\n")
     builder = SegmentBuilder()
     findings: list[Finding] = []
