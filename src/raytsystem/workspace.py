@@ -141,8 +141,7 @@ class Workspace:
 
     @cached_property
     def config(self) -> Config:
-        # Loaded on first use: pydantic costs a quarter of a second to import, and the read
-        # commands (query, search, show) never need the configuration.
+        # Loaded on first use: the read commands (query, search, show) never need it.
         from .config import load_config
 
         return load_config(self.root)
