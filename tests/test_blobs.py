@@ -185,6 +185,27 @@ def test_rehash_reports_what_the_bytes_hash_to_now(backend: Backend) -> None:
     assert backend.store.rehash(address) == b3(b"rotten bytes")
 
 
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, MIB - 1, MIB, MIB + 1, 3 * MIB + 5])
+def test_rehash_and_rehash_shard_read_every_byte(tmp_path: Path, size: int) -> None:
+    """Reads are sized by the file (its size and one byte more, at most a MiB): every size
+    around those edges hashes all its bytes, and a blob grown since it was stored hashes to
+    what it holds now."""
+    store = DiskBlobStore(tmp_path)
+    data = os.urandom(size)
+    address = store.put(data)
+    assert store.rehash(address) == address
+    assert store.rehash_shard(address[:2]) == [(address, address, size)]
+    path = store.path(address)
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    with open(path, "ab") as handle:
+        handle.write(b"+" * (MIB + 3))
+    assert store.rehash(address) == b3(data + b"+" * (MIB + 3))
+    assert store.rehash_shard(address[:2])[0][2] == size + MIB + 3
+
+
 def test_addresses_lists_every_put_sorted(backend: Backend) -> None:
     assert list(backend.store.addresses()) == []
     put = {backend.store.put(f"blob {i}".encode()) for i in range(20)}

@@ -18,7 +18,7 @@ checked against the ledger.
 
 A new generation's index starts from the parent's rows (an older index about to be pruned,
 patched to them, or else a copy of the parent's file; see `IndexWriter`) and takes the changed
-sources' rows, so its cost follows the change; `build` without a parent writes everything.
+sources' rows, so its cost follows the change; without a parent it writes everything.
 """
 
 from __future__ import annotations
@@ -606,23 +606,6 @@ class IndexWriter:
                 conn.close()
         with contextlib.suppress(FileNotFoundError):
             self.tmp.unlink()
-
-
-def build(
-    path: Path,
-    *,
-    generation_hash: str,
-    generation_number: int,
-    changed: Mapping[str, Sequence[tuple[Any, ...]]],
-) -> str:
-    """Write a whole index from these rows in one go (see IndexWriter); returns its rows digest."""
-    writer = IndexWriter(path.parent)
-    try:
-        writer.replace(changed)
-    except BaseException:
-        writer.abandon()
-        raise
-    return writer.finish(path, generation_hash, generation_number)
 
 
 def usable(path: Path, generation_hash: str) -> bool:

@@ -53,7 +53,7 @@ from ..storage.models import (
     ClaimState as ClaimStateRow,
 )
 from . import state
-from .indexing import generation_rows
+from .indexing import generation_digest
 
 Progress = Callable[[str, int, int, int], None]
 
@@ -528,18 +528,17 @@ def check_indexes(
         seen.add(gen.hash)
         for problem in problems:
             report.add("error", "index_mismatch", path.name, problem)
-        if current is not None and gen.hash == current.hash:
-            rows = generation_rows(conn, store, gen)
-            expected = index_file.rows_digest(
-                {sid: index_file.source_rows_digest(r) for sid, r in rows.items()}
+        if (
+            current is not None
+            and gen.hash == current.hash
+            and generation_digest(conn, store, gen) != meta.get("rows_digest")
+        ):
+            report.add(
+                "error",
+                "index_mismatch",
+                path.name,
+                "its rows differ from the rows the ledger derives for this generation",
             )
-            if expected != meta.get("rows_digest"):
-                report.add(
-                    "error",
-                    "index_mismatch",
-                    path.name,
-                    "its rows differ from the rows the ledger derives for this generation",
-                )
     if current is not None and current.hash not in seen:
         report.add(
             "warning",
