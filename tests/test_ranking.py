@@ -179,6 +179,24 @@ def test_a_broken_block_is_reported(
     assert len(problems) == 1 and reported in problems[0], problems
 
 
+def test_a_row_moved_out_of_its_block_is_reported(patched: Path, tmp_path: Path) -> None:
+    """`check_rows` reads rows in rowid order, a source's rows at a time: a row of the first
+    source moved past the last block is found apart from its source's other rows."""
+    path, _ = _current_index(patched)
+    copy = tmp_path / "copy.sqlite3"
+    shutil.copyfile(path, copy)
+    with sqlite3.connect(copy) as c:
+        (first,) = c.execute("SELECT min(rowid) FROM docs WHERE kind = 'claim'").fetchone()
+        (end,) = c.execute("SELECT max(rowid) + 1 FROM docs").fetchone()
+        (source_id,) = c.execute("SELECT source_id FROM docs WHERE rowid = ?", (first,)).fetchone()
+        c.execute("UPDATE claims_fts SET rowid = ? WHERE rowid = ?", (end, first))
+        c.execute("UPDATE docs SET rowid = ? WHERE rowid = ?", (end, first))
+    with sqlite3.connect(copy) as c:
+        problems = index_file.check_rows(c)
+    assert f"rows of source {source_id} are not all in its block" in problems, problems
+    assert f"the block of source {source_id} does not span its rows" in problems, problems
+
+
 def test_both_ways_of_finding_claims_agree(conn: sqlite3.Connection) -> None:
     blocks = conn.execute("SELECT low, high FROM blocks ORDER BY low").fetchall()
     some = blocks[::3]

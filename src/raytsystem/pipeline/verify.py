@@ -1,7 +1,7 @@
 """VERIFY: a full integrity check of the workspace, without changing anything.
 
-1. Every blob in `_raw/` is re-hashed with BLAKE3 (in parallel threads: BLAKE3 releases the
-   GIL, so this runs near the speed of reading the bytes); stray temp files are reported.
+1. Every blob in `_raw/` is re-hashed with BLAKE3 (shards spread over worker processes);
+   stray temp files are reported.
 2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
    normalization's text blob exists, every segment's text and every evidence excerpt hashes to
    its recorded SHA-256; every claim state's hash is recomputed; every reference between rows
@@ -14,6 +14,11 @@
    the ledger.
 
 Findings carry a code and severity; `ok` is false when any finding is an error or warning.
+
+Memory follows the largest unit checked, not the workspace: rows are streamed, segments and
+evidence one normalization at a time, claim states one generation's changed sources at a time,
+index rows one source (or 500 sources, derived from the ledger) at a time. What is held whole is
+small per source: the normalizations, the source states, the blob addresses.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from sqlalchemy import Connection, select
 from ..canonical import sha256_hex
 from ..ids import make_id
 from ..model import index as index_file
-from ..model.generation import ClaimState, generation_hash, manifest_digest, source_digest
+from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
 from ..storage.blobs import DiskBlobStore
 from ..storage.models import (
@@ -192,7 +197,6 @@ def check_ledger(
                 f"the text blob {blob} of normalization {nid} is missing or corrupt",
             )
 
-    claims = {}
     for cid, sid, authority, statement, occurrence in _rows(
         conn,
         select(
@@ -200,14 +204,25 @@ def check_ledger(
         ),
     ):
         report.counts["claims"] += 1
-        claims[cid] = (authority, statement)
         if claim_id(sid, authority, statement, occurrence) != cid:
             report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
-    # Segments and evidence, one normalization's text at a time.
-    evidence_by_norm: dict[str, list[Any]] = defaultdict(list)
-    for row in _rows(
+    # Segments and evidence, one normalization's text at a time: two streams in the same
+    # order of normalization ID, walked side by side (memory: one normalization's rows).
+    segments = _rows(
         conn,
         select(
+            Segment.c.normalization_id,
+            Segment.c.id,
+            Segment.c.ordinal,
+            Segment.c.start,
+            Segment.c.end,
+            Segment.c.sha256,
+        ).order_by(_bytewise(conn, Segment.c.normalization_id), Segment.c.ordinal),
+    )
+    evidence = _rows(
+        conn,
+        select(
+            Segment.c.normalization_id,
             Evidence.c.id,
             Evidence.c.claim_id,
             Evidence.c.segment_id,
@@ -215,31 +230,20 @@ def check_ledger(
             Evidence.c.end,
             Evidence.c.sha256,
             Evidence.c.role,
-            Segment.c.normalization_id,
-        ).join(Segment, Segment.c.id == Evidence.c.segment_id),
-    ):
-        evidence_by_norm[row[7]].append(row)
-    segments_by_norm: dict[str, list[Any]] = defaultdict(list)
-    for row in _rows(
-        conn,
-        select(
-            Segment.c.id,
-            Segment.c.normalization_id,
-            Segment.c.ordinal,
-            Segment.c.start,
-            Segment.c.end,
-            Segment.c.sha256,
-        ),
-    ):
-        segments_by_norm[row[1]].append(row)
-    for done, nid in enumerate(sorted(set(segments_by_norm) | set(evidence_by_norm)), 1):
+            Claim.c.statement,  # None when the claim is missing (a dangling reference)
+        )
+        .join(Segment, Segment.c.id == Evidence.c.segment_id)
+        .outerjoin(Claim, Claim.c.id == Evidence.c.claim_id)
+        .order_by(_bytewise(conn, Segment.c.normalization_id)),
+    )
+    for done, (nid, segs, evs) in enumerate(_side_by_side(segments, evidence), 1):
         norm = norms.get(nid)
         blob = norm[6] if norm else None
         text = None
         if blob in present:
             text = store.get(blob).decode("utf-8")
         spans = {}
-        for seg_id, _n, ordinal, start, end, sha in segments_by_norm.get(nid, []):
+        for _n, seg_id, ordinal, start, end, sha in segs:
             report.counts["segments"] += 1
             spans[seg_id] = (start, end)
             if segment_id(nid, ordinal, start, end, sha) != seg_id:
@@ -253,7 +257,7 @@ def check_ledger(
                     seg_id,
                     f"segment {seg_id} text does not hash to its SHA-256",
                 )
-        for eid, cid, seg_id, start, end, sha, role, _n in evidence_by_norm.get(nid, []):
+        for _n, eid, cid, seg_id, start, end, sha, role, statement in evs:
             report.counts["evidence"] += 1
             if evidence_id(cid, seg_id, start, end, sha, role) != eid:
                 report.add(
@@ -273,8 +277,8 @@ def check_ledger(
             elif (
                 role == "statement"
                 and text is not None
-                and cid in claims
-                and statement_of(text[start:end]) != claims[cid][1]
+                and statement is not None
+                and statement_of(text[start:end]) != statement
             ):
                 # A claim says what its statement evidence says (whitespace collapsed, NFC):
                 # the ID and hash of a claim only prove its statement was not changed since.
@@ -285,26 +289,52 @@ def check_ledger(
                     f"claim {cid}: its statement is not the excerpt of its evidence {eid}",
                 )
         if progress and (done % 500 == 0):
-            progress("check ledger", done, len(segments_by_norm), 0)
+            progress("check ledger", done, len(norms), 0)
 
-    for cid, status, recorded, ev_json in _rows(
+    for cid, status, recorded, ev_json, authority, statement in _rows(
         conn,
         select(
             ClaimStateRow.c.claim_id,
             ClaimStateRow.c.status,
             ClaimStateRow.c.claim_hash,
             ClaimStateRow.c.evidence_ids,
-        ),
+            Claim.c.authority,
+            Claim.c.statement,
+        ).outerjoin(Claim, Claim.c.id == ClaimStateRow.c.claim_id),
     ):
         report.counts["claim_states"] += 1
-        authority, statement = claims.get(cid, ("", ""))
-        if claim_hash(cid, statement, authority, status, json.loads(ev_json)) != recorded:
+        got = claim_hash(cid, statement or "", authority or "", status, json.loads(ev_json))
+        if got != recorded:
             report.add(
                 "error",
                 "claim_hash_mismatch",
                 cid,
                 f"a state of claim {cid} does not match its recorded hash",
             )
+
+
+def _bytewise(conn: Connection, column: Any) -> Any:
+    """`column` ordered by its bytes, as Python orders the same ASCII strings: SQLite's default;
+    PostgreSQL's may follow the database's locale."""
+    return column.collate("C") if conn.dialect.name == "postgresql" else column
+
+
+def _side_by_side(
+    segments: Iterator[Any], evidence: Iterator[Any]
+) -> Iterator[tuple[str, list[Any], list[Any]]]:
+    """(normalization ID, its segment rows, its evidence rows) from two streams of rows that
+    start with the normalization ID, both in that ID's byte order."""
+    seg, ev = next(segments, None), next(evidence, None)
+    while seg is not None or ev is not None:
+        nid = min(r[0] for r in (seg, ev) if r is not None)
+        segs, evs = [], []
+        while seg is not None and seg[0] == nid:
+            segs.append(seg)
+            seg = next(segments, None)
+        while ev is not None and ev[0] == nid:
+            evs.append(ev)
+            ev = next(evidence, None)
+        yield nid, segs, evs
 
 
 MAX_REFERENCE_FINDINGS = 100
@@ -378,22 +408,22 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             SourceState.c.gen_to,
         ),
     )
-    opened_claims, closed_claims = _by_interval(
-        conn,
-        select(
-            ClaimStateRow.c.id,
-            ClaimStateRow.c.claim_id,
-            ClaimStateRow.c.source_id,
-            ClaimStateRow.c.status,
-            ClaimStateRow.c.claim_hash,
-            ClaimStateRow.c.evidence_ids,
-            ClaimStateRow.c.gen_from,
-            ClaimStateRow.c.gen_to,
-        ),
-    )
+    # Which sources' claims each generation opened or closed; the claims themselves are read
+    # back per generation, only for those sources (memory: what one generation changed).
+    claims_touched: dict[int, set[str]] = defaultdict(set)
+    last = gens[-1][0] if gens else 0
+    ahead = 0
+    for source_id, gen_from, gen_to in _rows(
+        conn, select(ClaimStateRow.c.source_id, ClaimStateRow.c.gen_from, ClaimStateRow.c.gen_to)
+    ):
+        claims_touched[gen_from].add(source_id)
+        if gen_to is not None:
+            claims_touched[gen_to].add(source_id)
+        # States an ingest writes ahead for the generation it is making (staging.py): past
+        # the newest generation, they are what an interrupted ingest left.
+        ahead += gen_from > last
 
     sources: dict[str, Any] = {}
-    claims_of: dict[str, dict[str, ClaimState]] = defaultdict(dict)
     previous = None
     for number, ghash, parent, manifest in gens:
         report.counts["generations"] += 1
@@ -408,38 +438,32 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         for row in closed_sources.get(number, []):
             if sources.get(row[1], (None,))[0] == row[0]:
                 del sources[row[1]]
-        for row in closed_claims.get(number, []):
-            claims_of[row[2]].pop(row[1], None)
-        for row in opened_claims.get(number, []):
-            claims_of[row[2]][row[1]] = ClaimState(
-                row[1], row[2], row[3], row[4], tuple(json.loads(row[5]))
-            )
-        touched = set()
+        touched = set(claims_touched.pop(number, ()))
         for row in opened_sources.get(number, []):
             sources[row[1]] = row
             touched.add(row[1])
-        touched |= {row[2] for row in opened_claims.get(number, [])} | {
-            row[2] for row in closed_claims.get(number, [])
-        }
-        for sid in sorted(touched):
-            if sid not in sources:
-                if claims_of.get(sid):
+        for part in state.chunks(sorted(touched)):
+            claims_of = state.claim_states(conn, number, part)
+            for sid in part:
+                if sid not in sources:
+                    if claims_of.get(sid):
+                        report.add(
+                            "error",
+                            "source_digest_mismatch",
+                            sid,
+                            f"claims of a removed source stay active in generation {number}",
+                        )
+                    continue
+                row = sources[sid]
+                got = source_digest(sid, row[2], row[3], [c for _, c in claims_of.get(sid, [])])
+                if got != row[4]:
                     report.add(
                         "error",
                         "source_digest_mismatch",
                         sid,
-                        f"claims of a removed source stay active in generation {number}",
+                        f"source {sid} in generation {number}: its digest does not match "
+                        "its claims",
                     )
-                continue
-            row = sources[sid]
-            got = source_digest(sid, row[2], row[3], list(claims_of[sid].values()))
-            if got != row[4]:
-                report.add(
-                    "error",
-                    "source_digest_mismatch",
-                    sid,
-                    f"source {sid} in generation {number}: its digest does not match its claims",
-                )
         got_manifest = manifest_digest({sid: row[4] for sid, row in sources.items()})
         if got_manifest != manifest:
             report.add(
@@ -463,10 +487,6 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         report.add(
             "error", "head_mismatch", "head", "the head does not point at the newest generation"
         )
-    # States an ingest writes ahead for the generation it is making (pipeline/staging.py):
-    # past the newest generation, they are what an interrupted ingest left.
-    last = previous[0] if previous else 0
-    ahead = sum(len(rows) for number, rows in opened_claims.items() if number > last)
     if ahead:
         report.add(
             "info",
