@@ -21,7 +21,7 @@ import bisect
 import itertools
 import math
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -155,17 +155,21 @@ class ClaimScorer:
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf[term] = idf if idf > 0 else 1e-6
 
-    def score(self, columns: list[list[str]]) -> float:
-        """The BM25 of a claim given the tokens of its columns (higher is better)."""
+    def score(self, columns: list[list[str]], present: Container[str] | None = None) -> float:
+        """The BM25 of a claim given the tokens of its columns (higher is better); `present`,
+        when given, holds every phrase that is among the tokens (the others add exactly 0)."""
         length = sum(len(tokens) for tokens in columns)
         norm = self.K1 * (1 - self.B + self.B * length / self.avgdl)
         score = 0.0
         for term in self.phrases:
+            if present is not None and term not in present:
+                continue
+            # FTS5 adds a column's weight once per hit, column by column: the same additions
+            # in the same order (a product would round differently), the hits counted in C.
             freq = 0.0
             for tokens, w in zip(columns, WEIGHTS, strict=True):
-                for token in tokens:
-                    if token == term:
-                        freq += w
+                for _ in range(tokens.count(term)):
+                    freq += w
             score += self.idf[term] * ((freq * (self.K1 + 1.0)) / (freq + norm))
         return score
 
@@ -311,9 +315,10 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         f"SELECT id, c0, c1, c2 FROM claims_fts_content WHERE id IN ({_listed(matched)})"
     ):
         tokens = [column.split() for column in columns]
-        if len(wanted.intersection(itertools.chain.from_iterable(tokens))) < own_need:
+        present = wanted.intersection(itertools.chain.from_iterable(tokens))
+        if len(present) < own_need:
             continue  # the claim itself must say something about the question
-        scored[rowid] = (scorer.score(tokens), columns[0])
+        scored[rowid] = (scorer.score(tokens, present), columns[0])
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
