@@ -705,12 +705,17 @@ def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json
     """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
     from .pipeline import state
     from .pipeline.indexing import rebuild
+    from .progress import progress_for
     from .storage.lock import writer_lock
 
     ledger = app.ledger()
-    with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.reading() as conn:
+    with (
+        writer_lock(app.ws.state_dir, ledger, lock_timeout),
+        ledger.reading() as conn,
+        progress_for("index rebuild", enabled=not as_json) as progress,
+    ):
         gen = state.generation_or_head(conn, generation)
-        result = rebuild(app.ws.index_dir, conn, app.blobs, gen)
+        result = rebuild(app.ws.index_dir, conn, app.blobs, gen, progress)
 
     def human(r: dict[str, Any]) -> None:
         g = r["generation"]

@@ -11,6 +11,8 @@ Progress = Callable[[str, int, int, int], None]
 
 @contextlib.contextmanager
 def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
+    """A `Progress` callback drawing one bar per phase on stderr (done of total, megabytes,
+    rates, time left), or None when disabled or stderr is not a terminal."""
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
@@ -18,22 +20,36 @@ def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
+        ProgressColumn,
+        Task,
         TaskID,
         TextColumn,
         TimeRemainingColumn,
-        TransferSpeedColumn,
     )
     from rich.progress import (
         Progress as RichProgress,
     )
+    from rich.text import Text
+
+    class Rates(ProgressColumn):
+        """Megabytes so far and per second (when the phase counts bytes), items per second."""
+
+        def render(self, task: Task) -> Text:
+            parts = []
+            mb = task.fields.get("mb") or 0.0
+            if mb:
+                parts.append(f"{mb:,.1f} MB")
+                if task.elapsed:
+                    parts.append(f"{mb / task.elapsed:,.1f} MB/s")
+            if task.speed:
+                parts.append(f"{task.speed:,.0f}/s")
+            return Text("  ".join(parts), style="progress.data.speed")
 
     bar = RichProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("files"),
-        TextColumn("{task.fields[mb]:.1f} MB"),
-        TransferSpeedColumn(),
+        Rates(),
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -309,14 +309,22 @@ def index_rows(
 SOURCES_PER_STEP = 500  # sources read back from the ledger at a time by a whole-index pass
 
 
+Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
+
+
 def generation_rows(
-    conn: Connection, blobs: BlobStore, generation: GenerationRef
+    conn: Connection,
+    blobs: BlobStore,
+    generation: GenerationRef,
+    progress: Progress | None = None,
 ) -> Iterator[dict[str, list[Row]]]:
     """Every index row of `generation`, from the ledger alone, a few hundred sources at a time
     (by path): memory follows the step, not the corpus (a whole 10,000-file generation's rows
     held at once took 1.7 GB)."""
     sources = sorted(state.active_sources(conn, generation.number).values(), key=lambda a: a.path)
     for i in range(0, len(sources), SOURCES_PER_STEP):
+        if progress:
+            progress("index rows from the ledger", i, len(sources), 0)
         part = sources[i : i + SOURCES_PER_STEP]
         claims = state.claim_states(conn, generation.number, [a.source_id for a in part])
         yield index_rows(
@@ -332,22 +340,30 @@ def generation_rows(
                 for a in part
             ],
         )
+    if progress:
+        progress("index rows from the ledger", len(sources), len(sources), 0)
 
 
-def generation_digest(conn: Connection, blobs: BlobStore, generation: GenerationRef) -> str:
+def generation_digest(
+    conn: Connection, blobs: BlobStore, generation: GenerationRef, progress: Progress | None = None
+) -> str:
     """The rows digest of `generation`'s index as the ledger derives it (what `verify`
     compares with the digest an index file records)."""
     return index_file.rows_digest(
         {
             source_id: index_file.source_rows_digest(rows)
-            for step in generation_rows(conn, blobs, generation)
+            for step in generation_rows(conn, blobs, generation, progress)
             for source_id, rows in step.items()
         }
     )
 
 
 def rebuild(
-    index_dir: Path, conn: Connection, blobs: BlobStore, generation: GenerationRef
+    index_dir: Path,
+    conn: Connection,
+    blobs: BlobStore,
+    generation: GenerationRef,
+    progress: Progress | None = None,
 ) -> dict[str, object]:
     """Write the index of `generation` from the ledger alone; returns its path and digests."""
     path = index_file.index_path(index_dir, generation.number, generation.hash)
@@ -358,7 +374,7 @@ def rebuild(
     writer = index_file.IndexWriter(index_dir)
     documents = 0
     try:
-        for step in generation_rows(conn, blobs, generation):
+        for step in generation_rows(conn, blobs, generation, progress):
             writer.replace(step)
             documents += sum(map(len, step.values()))
     except BaseException:

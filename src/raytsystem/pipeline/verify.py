@@ -504,6 +504,7 @@ def check_indexes(
     index_dir: Path,
     current: state.GenerationRef | None,
     report: VerifyReport,
+    progress: Progress | None = None,
 ) -> None:
     known = {g.hash: g for g in state.generations(conn)}
     # Generations' index files only: a `.building-*` file is an ingest's work in progress.
@@ -551,7 +552,7 @@ def check_indexes(
         if (
             current is not None
             and gen.hash == current.hash
-            and generation_digest(conn, store, gen) != meta.get("rows_digest")
+            and generation_digest(conn, store, gen, progress) != meta.get("rows_digest")
         ):
             report.add(
                 "error",
@@ -578,6 +579,6 @@ def verify(
     check_references(conn, report)
     current = check_generations(conn, report)
     report.generation = current.to_json() if current else None
-    check_indexes(conn, store, index_dir, current, report)
+    check_indexes(conn, store, index_dir, current, report, progress)
     report.seconds = time.perf_counter() - started
     return report
