@@ -179,6 +179,42 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_previous_generation(workspace: Path)
     assert body["generation"]["number"] == 1 and "5 requests" in body["answer"]
 
 
+def test_ctrl_c_stops_an_index_rebuild_and_keeps_the_index_there_was(workspace: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    (index,) = (workspace / ".raytsystem" / "indexes").glob("0*.sqlite3")
+    before = index.read_bytes()
+    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "rebuild.step:30"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytsystem", "index", "rebuild", "--json"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    building = workspace / ".raytsystem" / "indexes"
+    deadline = time.monotonic() + 30
+    while not list(building.glob(".building-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the new file exists: the rebuild is under way, paused in its loop
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert json.loads(out)["error"]["code"] == "interrupted"
+    assert "Traceback" not in err
+    assert not list(building.glob(".building-*"))
+    assert index.read_bytes() == before
+    body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
+    assert body["status"] == "answered" and "5 requests" in body["answer"]
+
+
 def _many(workspace: Path, n: int, word: str) -> None:
     for i in range(n):
         write(

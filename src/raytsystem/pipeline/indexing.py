@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection, select
 
+from .. import faults
 from ..model import index as index_file
 from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
@@ -376,6 +377,7 @@ def rebuild(
     try:
         for step in generation_rows(conn, blobs, generation, progress):
             writer.replace(step)
+            faults.point("rebuild.step")
             documents += sum(map(len, step.values()))
     except BaseException:
         writer.abandon()
