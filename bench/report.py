@@ -305,6 +305,13 @@ def figures(result: dict[str, Any]) -> list[Figure]:
         ),
         _fig(
             "verify",
+            "verify peak RSS (largest process)",
+            v.get("max_rss_mib"),
+            "MiB",
+            note="os.wait4 ru_maxrss; it streams what it checks (ADR 0024)",
+        ),
+        _fig(
+            "verify",
             "verify blob hashing MB/s (JSON)",
             v["blob_mb_per_s"],
             "MB/s",

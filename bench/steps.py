@@ -290,6 +290,7 @@ def verify(cli: Cli, raw_bytes: int) -> dict[str, Any]:
         if report["seconds"]
         else None,
         "raw_mb_per_s_wall": round(raw_bytes / 1e6 / proc.seconds, 1),
+        "max_rss_mib": round(proc.max_rss_kib / 1024, 1),
         "counts": report["counts"],
     }
 
