@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, write
+from conftest import Backend, run_cli, write
 
 FILES = {
     "docs/payments.md": """# Payments
@@ -186,6 +186,42 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
     "index row": (alter_index_row, {"index_mismatch"}),
     "index deleted": (delete_index, {"index_missing"}),
 }
+
+
+# Ledger corruptions made through the backend's own SQL: on PostgreSQL, verify's streams are
+# ordered with COLLATE "C" and two of them are open at once.
+ON_EITHER_BACKEND = {
+    "claim statement": (
+        "UPDATE claims SET statement = statement || ' Not.' "
+        "WHERE id = (SELECT min(id) FROM claims WHERE authority = 'extracted')",
+        {"id_mismatch", "excerpt_mismatch"},
+    ),
+    "evidence end": (
+        'UPDATE evidence SET "end" = "end" - 1 WHERE id = (SELECT min(id) FROM evidence)',
+        {"id_mismatch"},
+    ),
+    "claim state status": (
+        "UPDATE claim_states SET status = 'disputed' "
+        "WHERE id = (SELECT min(id) FROM claim_states WHERE status = 'confirmed')",
+        {"claim_hash_mismatch"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ON_EITHER_BACKEND))
+def test_ledger_corruption_is_found_on_either_backend(
+    workspace: Path, backend: Backend, name: str
+) -> None:
+    for rel, text in FILES.items():
+        write(workspace, rel, text)
+    assert run_cli("ingest", "--json", cwd=workspace).code == 0
+    code, body = verify(workspace)
+    assert code == 0 and body["findings"] == [], body
+    sql, expected = ON_EITHER_BACKEND[name]
+    with backend.db(workspace) as db:
+        db.execute(sql)
+    code, body = verify(workspace)
+    assert code == 3 and expected <= codes(body), body
 
 
 @pytest.mark.parametrize("name", list(CORRUPTIONS))

@@ -432,7 +432,8 @@ BAD_CONFIGS = [
     pytest.param("[ingest]\nmax_file_bytes = 0\n", id="zero-limit"),
     pytest.param('[ingest]\nmax_file_bytes = "big"\n', id="limit-not-int"),
     pytest.param('[ingest]\nmax_file_bytes = "5"\n', id="limit-a-string-of-digits"),
-    pytest.param("[ingest]\nmax_file_bytes = 1.5\n", id="limit-a-float"),
+    pytest.param("[ingest]\nmax_file_bytes = 1.5\n", id="limit-a-fraction"),
+    pytest.param("[ingest]\nmax_file_bytes = true\n", id="limit-a-bool"),
     pytest.param("[index]\nkeep = true\n", id="keep-a-bool"),
     pytest.param("[ingest]\nexclude = [1]\n", id="exclude-not-strings"),
     pytest.param("index = 3\n", id="table-not-a-table"),
@@ -456,20 +457,21 @@ def test_bad_config_is_config_invalid(tmp_path: Path, text: str | bytes) -> None
 
 def test_config_error_names_every_problem(tmp_path: Path) -> None:
     (tmp_path / CONFIG_NAME).write_text(
-        '[ingest]\nincluded = []\nmax_file_bytes = 0\n[index]\nkeep = "2"\n', encoding="utf-8"
+        '[ingest]\nincluded = []\nmax_file_bytes = 0\nexclude = ["a", 2]\n[index]\nkeep = "2"\n',
+        encoding="utf-8",
     )
     with pytest.raises(WorkspaceError) as info:
         _ = Workspace.open(tmp_path).config
-    for name in ("ingest.included", "ingest.max_file_bytes", "index.keep"):
+    for name in ("ingest.included", "ingest.max_file_bytes", "index.keep", "ingest.exclude.1"):
         assert name in info.value.message
 
 
 def test_config_values_and_defaults(tmp_path: Path) -> None:
     (tmp_path / CONFIG_NAME).write_text(
-        '[ingest]\ninclude = ["notes/**"]\nmax_file_bytes = 1024\n', encoding="utf-8"
+        '[ingest]\ninclude = ["notes/**"]\nmax_file_bytes = 1e7\n', encoding="utf-8"
     )
     config = Workspace.open(tmp_path).config
-    assert config.ingest.include == ("notes/**",) and config.ingest.max_file_bytes == 1024
+    assert config.ingest.include == ("notes/**",) and config.ingest.max_file_bytes == 10**7
     assert config.ingest.exclude == DEFAULT_EXCLUDE and config.index.keep == DEFAULT_KEEP_INDEXES
 
 

@@ -75,10 +75,10 @@ def load_config(root: Path) -> Config:
 def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     """The config a parsed TOML document describes; what is wrong with it goes to `problems`.
 
-    Written out rather than through pydantic (STYLE.md's rule for edges): importing pydantic and
+    Written out rather than through pydantic (the style rule for edges): importing pydantic and
     building these models took 0.12 s, more than the rest of a re-ingest's start (ADR 0023).
-    Unknown keys are errors, values must have their TOML type (no "5" for 5), and a table left
-    out keeps its defaults."""
+    Unknown keys are errors; numbers are TOML integers or whole floats (`1e7`), never strings
+    ("5") or booleans; a table left out keeps its defaults."""
     _unknown(data, ("ingest", "index"), "", problems)
     ingest, index = _table(data, "ingest", problems), _table(data, "index", problems)
     _unknown(ingest, ("include", "exclude", "max_file_bytes"), "ingest.", problems)
@@ -111,18 +111,24 @@ def _globs(
     table: dict[str, Any], key: str, default: tuple[str, ...], problems: list[str]
 ) -> tuple[str, ...]:
     value = table.get(key, default)
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    problems.append(f"ingest.{key}: must be a list of glob strings")
-    return default
+    if not isinstance(value, list | tuple):
+        problems.append(f"ingest.{key}: must be a list of glob strings, not {value!r}")
+        return default
+    for i, glob in enumerate(value):
+        if not isinstance(glob, str):
+            problems.append(f"ingest.{key}.{i}: must be a glob string, not {glob!r}")
+            return default
+    return tuple(value)
 
 
 def _integer(
     table: dict[str, Any], name: str, default: int, least: int, problems: list[str]
 ) -> int:
     value = table.get(name.rpartition(".")[2], default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # `1e7` is how TOML writes a large number briefly
     # bool is an int in Python, never in a config file.
     if isinstance(value, int) and not isinstance(value, bool) and value >= least:
         return value
-    problems.append(f"{name}: must be an integer of at least {least}, not {value!r}")
+    problems.append(f"{name}: must be a whole number of at least {least}, not {value!r}")
     return default

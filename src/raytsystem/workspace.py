@@ -211,6 +211,31 @@ class Workspace:
         real_root = self.root.resolve()
         found: dict[str, tuple[os.DirEntry[str] | str, bool]] = {}
         refusals: list[Refusal] = []
+
+        def put(rel: str, where: os.DirEntry[str] | str, explicit: bool) -> None:
+            """Keep one file per stored path. Two names that are one path once NFC-normalized
+            (`café` written composed and decomposed) cannot both be a source: the one first in
+            byte order is, whatever order the folders were read in, and the other is refused."""
+            disk = where if isinstance(where, str) else where.path
+            if rel in found:
+                kept = found[rel][0]
+                kept_disk = kept if isinstance(kept, str) else kept.path
+                if kept_disk == disk:
+                    return  # the same file named twice (a folder and a file in it as scope)
+                if disk < kept_disk:
+                    found[rel] = (where, explicit)
+                    disk, kept_disk = kept_disk, disk
+                refusals.append(
+                    Refusal(
+                        rel,
+                        "path_collision",
+                        f"{_shown(disk, self.root)} is {rel} once NFC-normalized, as "
+                        f"{_shown(kept_disk, self.root)} is, which is ingested instead",
+                    )
+                )
+                return
+            found[rel] = (where, explicit)
+
         for start in sorted(set(scope)) or [""]:
             base = self.root / start if start else self.root
             if start and not base.exists() and not base.is_symlink():
@@ -218,11 +243,27 @@ class Workspace:
                     Refusal(start, "path_not_found", "no such file or folder in the workspace")
                 )
                 continue
+            if start and not _inside(base.parent, real_root):
+                # A symlinked folder on the way: its files are not the workspace's, whatever
+                # path names them. (A symlink named itself is judged as any file is.)
+                refusals.append(
+                    Refusal(
+                        start,
+                        "symlink_outside",
+                        "a symlinked folder on its way leaves the workspace",
+                    )
+                )
+                continue
             if base.is_file() or (base.is_symlink() and not base.is_dir()):
-                found.setdefault(start, (str(base), True))
+                put(start, str(base), True)
+                continue
+            if start and not _inside(base, real_root):
+                refusals.append(
+                    Refusal(start, "symlink_outside", "symlinked folder leaves the workspace")
+                )
                 continue
             for rel, entry in self._walk(base, real_root, refusals):
-                found.setdefault(rel, (entry, False))
+                put(rel, entry, False)
         items: list[Candidate | Refusal] = list(refusals)
         for rel, (where, explicit) in found.items():
             item = self._candidate(rel, where, real_root, explicit=explicit)
@@ -264,17 +305,14 @@ class Workspace:
                     continue
                 elif not entry.is_symlink():
                     pending.append(entry.path)
-                else:
-                    try:
-                        Path(entry.path).resolve().relative_to(real_root)
-                    except ValueError:
-                        refusals.append(
-                            Refusal(
-                                unicodedata.normalize("NFC", rel),
-                                "symlink_outside",
-                                "symlinked folder leaves the workspace",
-                            )
+                elif not _inside(Path(entry.path), real_root):
+                    refusals.append(
+                        Refusal(
+                            unicodedata.normalize("NFC", rel),
+                            "symlink_outside",
+                            "symlinked folder leaves the workspace",
                         )
+                    )
 
     def _candidate(
         self, rel: str, entry: os.DirEntry[str] | str, real_root: Path, *, explicit: bool
@@ -294,7 +332,10 @@ class Workspace:
             # One system call for the common case of a plain file (the entry's lstat).
             st = os.lstat(disk) if isinstance(entry, str) else entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                target = Path(disk).resolve()
+                try:
+                    target = Path(disk).resolve()
+                except RuntimeError:  # Python 3.11's word for a symlink loop (ELOOP)
+                    return Refusal(canonical, "read_error", "a symlink loop: no file at its end")
                 try:
                     inside = target.relative_to(real_root).as_posix()
                 except ValueError:
@@ -311,6 +352,21 @@ class Workspace:
         if not stat.S_ISREG(st.st_mode):
             return None
         return Candidate(canonical, disk, st)
+
+
+def _inside(path: Path, real_root: Path) -> bool:
+    """Whether `path`, every symlink on its way followed, is in the workspace (a symlink loop
+    is not)."""
+    try:
+        path.resolve().relative_to(real_root)
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
+def _shown(disk: str, root: Path) -> str:
+    """A path on disk as the user knows it: relative to the workspace, exact (not NFC)."""
+    return os.path.relpath(disk, root).replace(os.sep, "/")
 
 
 def init_workspace(root: Path) -> tuple[Workspace, list[str]]:

@@ -575,15 +575,19 @@ def ingest(
             report.indexes_pruned = len(pruned)
         report.index_spare_made = run.spare is not None and run.spare.result()
         if tasks or report.created:
-            # Otherwise the cache holds exactly these entries for this generation already,
-            # every one of them old enough to be trusted: writing it again changes nothing.
+            # Otherwise every file looked at was trusted by the cache, for this generation,
+            # and nothing else changed: writing the cache again would change nothing.
             stat_entries = [
                 (c.path, c.stat, rev)
                 for c in candidates
                 if (rev := _cached_revision(c.path, active, run.changed))
             ]
             current = generation or parent
-            cache.save(current.hash if current else None, stat_entries)
+            cache.save(
+                current.hash if current else None,
+                stat_entries,
+                keep=lambda path: not in_scope(path),  # what an ingest of PATHS did not look at
+            )
         report.seconds = time.monotonic() - started
         return report
 

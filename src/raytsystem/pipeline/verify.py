@@ -23,6 +23,7 @@ small per source: the normalizations, the source states, the blob addresses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -104,26 +105,29 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     started = time.perf_counter()
     shards = store.shards()
     jobs = min(os.cpu_count() or 1, 8)
-    if jobs > 1 and len(shards) > 16:
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            per_shard = list(pool.map(store.rehash_shard, shards, chunksize=8))
-    else:
-        per_shard = [store.rehash_shard(shard) for shard in shards]
     present = set()
     count = 0
-    for rows in per_shard:
-        for address, got, size in rows:
-            count += 1
-            report.raw_bytes += size
-            if not got:
-                report.add("error", "blob_unreadable", address, f"blob {address} cannot be read")
-            elif got != address:
-                report.add("error", "blob_corrupt", address, f"blob {address} hashes to {got}")
-            else:
-                present.add(address)
-        if progress:
-            progress("hash blobs", count, count, report.raw_bytes)
+    with contextlib.ExitStack() as stack:
+        if jobs > 1 and len(shards) > 16:
+            ctx = multiprocessing.get_context("fork")
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs, mp_context=ctx))
+            per_shard = pool.map(store.rehash_shard, shards, chunksize=8)
+        else:
+            per_shard = map(store.rehash_shard, shards)
+        for done, rows in enumerate(per_shard, 1):  # in shard order, as each is hashed
+            for address, got, size in rows:
+                count += 1
+                report.raw_bytes += size
+                if not got:
+                    report.add(
+                        "error", "blob_unreadable", address, f"blob {address} cannot be read"
+                    )
+                elif got != address:
+                    report.add("error", "blob_corrupt", address, f"blob {address} hashes to {got}")
+                else:
+                    present.add(address)
+            if progress:
+                progress("hash blobs (shards)", done, len(shards), report.raw_bytes)
     report.hash_seconds = time.perf_counter() - started
     report.counts["blobs"] = count
     for stray in store.stray_files():
@@ -236,6 +240,7 @@ def check_ledger(
         .outerjoin(Claim, Claim.c.id == Evidence.c.claim_id)
         .order_by(_bytewise(conn, Segment.c.normalization_id)),
     )
+    done = 0
     for done, (nid, segs, evs) in enumerate(_side_by_side(segments, evidence), 1):
         norm = norms.get(nid)
         blob = norm[6] if norm else None
@@ -289,7 +294,9 @@ def check_ledger(
                     f"claim {cid}: its statement is not the excerpt of its evidence {eid}",
                 )
         if progress and (done % 500 == 0):
-            progress("check ledger", done, len(norms), 0)
+            progress("check ledger (normalizations)", done, max(done, len(norms)), 0)
+    if progress:
+        progress("check ledger (normalizations)", done, done, 0)
 
     for cid, status, recorded, ev_json, authority, statement in _rows(
         conn,
@@ -438,7 +445,9 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
         for row in closed_sources.get(number, []):
             if sources.get(row[1], (None,))[0] == row[0]:
                 del sources[row[1]]
+        # A source removed here is touched too: none of its claims may stay active.
         touched = set(claims_touched.pop(number, ()))
+        touched |= {row[1] for row in closed_sources.get(number, [])}
         for row in opened_sources.get(number, []):
             sources[row[1]] = row
             touched.add(row[1])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
@@ -51,8 +51,17 @@ class StatCache:
         self,
         generation_hash: str | None,
         entries: Iterable[tuple[str, os.stat_result, str]],
+        keep: Callable[[str], bool] | None = None,
     ) -> None:
-        """Replace the cache with `entries` (path, stat, revision) for `generation_hash`."""
+        """Replace the cache with `entries` (path, stat, revision) for `generation_hash`, and
+        this cache's entries for the paths `keep` accepts (an ingest of some folders keeps what
+        it knew of the others, which it did not look at and did not change)."""
+        rows = [(p, st.st_size, st.st_mtime_ns, st.st_ino, rev) for p, st, rev in entries]
+        kept = [(p, *entry) for p, entry in self._entries.items() if keep and keep(p)]
+        # One write time serves every entry: with kept entries it stays the time they were
+        # trusted from (a later one would trust a file changed just before that time); the new
+        # entries are then at worst read once more.
+        written = self._written_ns if kept else time.time_ns()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + f".tmp-{os.getpid()}")
         tmp.unlink(missing_ok=True)
@@ -64,13 +73,10 @@ class StatCache:
                 "CREATE TABLE entries (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
                 " ino INTEGER, revision_id TEXT)"
             )
-            conn.executemany(
-                "INSERT INTO entries VALUES (?,?,?,?,?)",
-                ((p, st.st_size, st.st_mtime_ns, st.st_ino, rev) for p, st, rev in entries),
-            )
+            conn.executemany("INSERT OR REPLACE INTO entries VALUES (?,?,?,?,?)", kept + rows)
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
-                [("generation_hash", generation_hash or ""), ("written_ns", str(time.time_ns()))],
+                [("generation_hash", generation_hash or ""), ("written_ns", str(written))],
             )
             conn.commit()
         finally:
