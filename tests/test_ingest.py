@@ -61,6 +61,21 @@ def test_stat_cache_is_rewritten_only_when_a_file_was_read(workspace: Path) -> N
     assert cache.stat().st_ino != written.st_ino  # its new stat is recorded
 
 
+def test_an_ingest_of_paths_keeps_the_stat_cache_of_the_others(workspace: Path) -> None:
+    paths = [write(workspace, f"docs/{n}.md", f"Note {n}.\n") for n in "abc"]
+    for path in paths:  # old enough to be trusted by stat alone
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
+    ingest(workspace)
+    write(workspace, "docs/a.md", "Note a, changed.\n")
+    assert ingest(workspace, "docs/a.md")["created"]
+    cache = sqlite3.connect(workspace / ".raytsystem/statcache.sqlite3")
+    try:
+        cached = {p for (p,) in cache.execute("SELECT path FROM entries")}
+    finally:
+        cache.close()
+    assert cached == {"docs/a.md", "docs/b.md", "docs/c.md"}
+
+
 def test_changed_file_makes_a_new_revision_of_the_same_source(workspace: Path) -> None:
     write(workspace, "docs/a.md", "Alpha is first.\n")
     ingest(workspace)

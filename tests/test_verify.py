@@ -224,6 +224,26 @@ def test_ledger_corruption_is_found_on_either_backend(
     assert code == 3 and expected <= codes(body), body
 
 
+def test_claims_of_a_removed_source_left_active_are_found(copy: Path) -> None:
+    """Generation 3 removes a source; its claim states reopened (gen_to back to NULL) would keep
+    them in every later generation, where review, graph and diff read them as active."""
+    (copy / "docs" / "onboarding.md").unlink()
+    assert run_cli("ingest", "--json", cwd=copy).json()["counts"]["removed_sources"] == 1
+    assert verify(copy)[0] == 0
+    with sqlite3.connect(copy / ".raytsystem" / "ledger.sqlite3") as conn:
+        reopened = conn.execute(
+            "UPDATE claim_states SET gen_to = NULL WHERE gen_to = 3 AND source_id IN "
+            "(SELECT source_id FROM source_states WHERE gen_to = 3)"
+        ).rowcount
+    assert reopened > 0
+    code, body = verify(copy)
+    assert code == 3
+    assert any(
+        f["code"] == "source_digest_mismatch" and "removed source" in f["message"]
+        for f in body["findings"]
+    ), body
+
+
 @pytest.mark.parametrize("name", list(CORRUPTIONS))
 def test_corruption_is_found(copy: Path, name: str) -> None:
     corrupt, expected = CORRUPTIONS[name]

@@ -298,6 +298,37 @@ def test_discover_folder_symlink_leaving_the_workspace_is_refused(
     ]
 
 
+def test_discover_refuses_a_scope_through_a_folder_symlink_leaving_the_workspace(
+    tree: Path, tmp_path: Path
+) -> None:
+    write(tmp_path, "vendor/guide.md", "outside")
+    (tree / "docs" / "vendor").symlink_to(tmp_path / "vendor", target_is_directory=True)
+    for scope in ("docs/vendor", "docs/vendor/guide.md"):
+        items = list(_ws(tree).discover([scope]))
+        assert _refusals(items) == {scope: "symlink_outside"}, scope
+        assert _paths(items) == []
+
+
+def test_discover_reports_a_symlink_loop_and_goes_on(tree: Path) -> None:
+    (tree / "docs" / "loop.md").symlink_to("loop.md")
+    items = list(_ws(tree).discover())
+    assert _refusals(items)["docs/loop.md"] == "read_error"
+    assert "docs/a.md" in _paths(items)
+
+
+def test_discover_settles_two_names_of_one_nfc_path_whatever_the_folder_order(
+    tree: Path,
+) -> None:
+    composed, decomposed = "café", unicodedata.normalize("NFD", "café")
+    write(tree, f"docs/{composed}/m.md", "composed")
+    write(tree, f"docs/{decomposed}/m.md", "decomposed")
+    items = list(_ws(tree).discover())
+    (candidate,) = [i for i in items if isinstance(i, Candidate) and i.path == "docs/café/m.md"]
+    # The first name in code-point (and UTF-8 byte) order: "e" + U+0301 before "é".
+    assert Path(candidate.disk).read_text(encoding="utf-8") == "decomposed"
+    assert _refusals(items)["docs/café/m.md"] == "path_collision"
+
+
 def test_discover_returns_nfc_paths_for_nfd_file_names(tree: Path) -> None:
     nfd_name = unicodedata.normalize("NFD", "café.md")
     write(tree, f"docs/{nfd_name}", "accent")
