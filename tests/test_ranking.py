@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raytsystem.model import index as index_file
 from raytsystem.pipeline import ranking
@@ -256,3 +258,49 @@ def test_best_sources_break_ties_by_source_id(
         ).fetchall()
         expected = sorted(everything, key=lambda x: (x[1], x[2]))[:limit]
         assert ranking._best_sources(conn, expression) == expected, question
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["manual", "extracted"]),
+            st.sampled_from([0.5, 1.25, 1.25 + 1e-12, 2.0]),  # ties, also after rounding
+            st.sampled_from(["a b", "a c", "b c", "d"]),  # near-duplicates share terms
+            st.text("0123456789abcdef", min_size=4, max_size=4),  # claim IDs, some equal
+        ),
+        max_size=40,
+    ),
+    st.integers(1, 8),
+)
+def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
+    rows: list[tuple[str, float, str, str]], limit: int
+) -> None:
+    """`rank` orders by (authority, relevance) and reads claim IDs only for the runs it gets
+    to: the same claims, in the same order, as sorting every claim by all three keys."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE docs (rowid INTEGER PRIMARY KEY, object_id TEXT)")
+    conn.executemany(
+        "INSERT INTO docs VALUES (?, ?)",
+        [(i + 1, f"clm_{cid}") for i, (*_, cid) in enumerate(rows)],
+    )
+
+    def found() -> list[ranking.Candidate]:
+        return [
+            ranking.Candidate("", authority, "src", score, terms, i + 1)
+            for i, (authority, score, terms, _) in enumerate(rows)
+        ]
+
+    expected, seen = [], set()
+    everything = found()
+    for c in everything:
+        c.claim_id = f"clm_{rows[c.rowid - 1][3]}"
+    everything.sort(
+        key=lambda c: (ranking.AUTHORITY_RANK[c.authority], -round(c.score, 9), c.claim_id)
+    )
+    for c in everything:
+        if c.dedupe_key not in seen:
+            seen.add(c.dedupe_key)
+            expected.append((c.claim_id, c.rowid))
+    got = [(c.claim_id, c.rowid) for c in ranking.rank(conn, found(), limit)]
+    assert got == expected[:limit]
