@@ -304,3 +304,23 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
             expected.append((c.claim_id, c.rowid))
     got = [(c.claim_id, c.rowid) for c in ranking.rank(conn, found(), limit)]
     assert got == expected[:limit]
+
+
+def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:
+    """A common word's best claims may all say the same thing: the walk to `limit` different
+    ones reads their IDs in batches that double, not one query per claim."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE docs (rowid INTEGER PRIMARY KEY, object_id TEXT)")
+    n = 5000
+    conn.executemany(
+        "INSERT INTO docs VALUES (?, ?)", [(i, f"clm_{i:08d}") for i in range(1, n + 1)]
+    )
+    found = [
+        ranking.Candidate("", "extracted", "src", 1.0 - i / n, "same" if i < n - 3 else f"t{i}", i)
+        for i in range(1, n + 1)
+    ]
+    reads: list[str] = []
+    conn.set_trace_callback(reads.append)
+    chosen = ranking.rank(conn, found, 5)
+    assert [c.claim_id for c in chosen] == [f"clm_{i:08d}" for i in (1, n - 3, n - 2, n - 1, n)]
+    assert len(reads) <= 12, len(reads)
