@@ -18,6 +18,7 @@ incrementally patched index and a rebuilt one) never decide an order.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import sqlite3
 from collections.abc import Container, Iterable
@@ -353,36 +354,45 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
 def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[Candidate]:
     """Manual claims first, then by relevance, then by ID; one of each set of near-duplicates.
 
-    Claims are taken in order of (authority, relevance), and each run of claims equal in both
-    is ordered by ID. IDs are read as the walk needs them, in batches that double (a walk that
-    meets many near-duplicates reads in a few queries): tens of rows instead of thousands on a
-    common word."""
+    Claims come off a heap in order of (authority, relevance), a batch at a time (batches that
+    double, each ending with a whole run of ties), and their IDs are read per batch; each run
+    of ties is ordered by ID. A common word's tens of thousands of candidates are never sorted
+    whole, and only the few the walk gets to are read."""
+    heap = [
+        (AUTHORITY_RANK.get(c.authority, 9), -round(c.score, 9), i) for i, c in enumerate(found)
+    ]
+    heapq.heapify(heap)
+    ordered: list[tuple[tuple[int, float], Candidate]] = []  # taken off the heap, IDs read
+    batch = 4 * limit
 
-    def order(c: Candidate) -> tuple[int, float]:
-        return AUTHORITY_RANK.get(c.authority, 9), -round(c.score, 9)
+    def take(n: int) -> None:
+        got: list[tuple[tuple[int, float], Candidate]] = []
+        while heap and (len(got) < n or heap[0][:2] == got[-1][0]):
+            authority, relevance, i = heapq.heappop(heap)
+            got.append(((authority, relevance), found[i]))
+        ids = dict(
+            conn.execute(
+                f"SELECT rowid, object_id FROM docs WHERE rowid IN ({_listed(c.rowid for _, c in got)})"
+            )
+        )
+        for _, c in got:
+            c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
+        ordered.extend(got)
 
-    found.sort(key=order)
-    keys = [order(c) for c in found]
     chosen: list[Candidate] = []
     seen: set[str] = set()
-    read, batch = 0, 4 * limit  # found[:read] have their IDs
     start = 0
-    while start < len(found):
+    while True:
+        if start == len(ordered):
+            if not heap:
+                return chosen
+            take(batch)
+            batch *= 2
         end = start + 1
-        while end < len(found) and keys[end] == keys[start]:
+        while end < len(ordered) and ordered[end][0] == ordered[start][0]:
             end += 1
-        if end > read:
-            upto = min(len(found), max(end, read + batch))
-            ids = dict(
-                conn.execute(
-                    "SELECT rowid, object_id FROM docs "
-                    f"WHERE rowid IN ({_listed(c.rowid for c in found[read:upto])})"
-                )
-            )
-            for c in found[read:upto]:
-                c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
-            read, batch = upto, 2 * batch
-        for c in sorted((c for c in found[start:end] if c.claim_id), key=lambda c: c.claim_id):
+        run = sorted((c for _, c in ordered[start:end] if c.claim_id), key=lambda c: c.claim_id)
+        for c in run:
             if c.dedupe_key in seen:
                 continue
             seen.add(c.dedupe_key)
@@ -390,7 +400,6 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
             if len(chosen) == limit:
                 return chosen
         start = end
-    return chosen
 
 
 def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list[Candidate]:
