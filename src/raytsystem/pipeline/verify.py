@@ -62,6 +62,7 @@ from . import state
 from .indexing import generation_digest
 
 Progress = Callable[[str, int, int, int], None]
+HASH_JOBS = 8  # processes re-hashing blobs (check_blobs)
 
 
 @dataclass
@@ -104,7 +105,10 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     """Re-hash every blob; shards are spread over worker processes when there are many."""
     started = time.perf_counter()
     shards = store.shards()
-    jobs = min(os.cpu_count() or 1, 8)
+    # More processes than cores: blobs not in the page cache are read from the disk, and more
+    # reads in flight read faster (50,000 files' 577 MB from a cold cache: 63 MB/s with 2
+    # processes, 125 MB/s with 8; from a warm one 8 cost nothing against 2 on 2 cores).
+    jobs = HASH_JOBS if (os.cpu_count() or 1) > 1 else 1
     present = set()
     count = 0
     with contextlib.ExitStack() as stack:
