@@ -142,10 +142,14 @@ def profile_runs(opts: Options, base: Path, stem: str, log: Log) -> dict[str, An
     info = populate(ws, small, log)
     out: dict[str, Any] = {"files": len(corpus_files(ws)), "corpus": info.get("kind")}
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    # `python -m raytsystem` ends with os._exit (ADR 0019), before cProfile could write its
+    # file; `main(argv)` raises SystemExit instead, which cProfile catches.
+    entry = base / "profile-entry.py"
+    entry.write_text("import sys\nfrom raytsystem.cli import main\nmain(sys.argv[1:])\n")
     for name, args in (("ingest", ["ingest", "--jobs", "1"]), ("verify", ["verify"])):
         prof = RESULTS_DIR / f"{stem}-profile-{name}.prof"
         log(f"profiling {name} on {out['files']} files (cProfile, slow)")
-        argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "raytsystem"]
+        argv = [sys.executable, "-m", "cProfile", "-o", str(prof), str(entry)]
         proc = run_process(
             [*argv, "--workspace", str(ws), *args, "--json"], env=cli.env, cwd=ws
         ).check()
