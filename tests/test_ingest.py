@@ -20,6 +20,7 @@ from conftest import Backend, process_one, run_cli, write
 from raytsystem.errors import RaytError
 from raytsystem.pipeline import ingest as ingest_module
 from raytsystem.pipeline.files import source_id_for
+from raytsystem.storage.statcache import RACY_NS, StatCache
 
 
 def ingest(ws: Path, *args: str) -> dict:
@@ -47,33 +48,115 @@ def test_unchanged_detection_survives_a_lost_stat_cache(workspace: Path) -> None
     assert not second["created"] and second["generation"] == first["generation"]
 
 
-def test_stat_cache_is_rewritten_only_when_a_file_was_read(workspace: Path) -> None:
+def _age(*paths: Path) -> None:
+    """Make files old enough to be trusted by stat alone (not "racily clean")."""
+    for path in paths:
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))
+
+
+def _cached(workspace: Path) -> dict[str, tuple[int, int, str]]:
+    cache = sqlite3.connect(workspace / ".raytsystem/statcache.sqlite3")
+    try:
+        return {
+            p: (size, mtime, rev)
+            for p, size, mtime, rev in cache.execute(
+                "SELECT path, size, mtime_ns, revision_id FROM entries"
+            )
+        }
+    finally:
+        cache.close()
+
+
+def test_stat_cache_is_written_only_when_a_file_was_read(workspace: Path) -> None:
     paths = [write(workspace, "docs/a.md", "Alpha.\n"), write(workspace, "docs/b.md", "Beta.\n")]
-    for path in paths:  # old enough to be trusted by stat alone (not "racily clean")
-        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
+    _age(*paths)
     cache = workspace / ".raytsystem/statcache.sqlite3"
     ingest(workspace)
     written = cache.stat()
-    assert ingest(workspace)["counts"]["unchanged"] == 2
+    again = ingest(workspace)
+    assert again["counts"]["unchanged"] == 2 and again["counts"]["bytes_read"] == 0
     assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     paths[0].write_text("Alpha.\n", encoding="utf-8")  # a new mtime: read, found unchanged
+    _age(paths[0])
     assert not ingest(workspace)["created"]
-    assert cache.stat().st_ino != written.st_ino  # its new stat is recorded
+    assert _cached(workspace)["docs/a.md"][1] == paths[0].stat().st_mtime_ns  # its new stat
+    assert ingest(workspace)["counts"]["bytes_read"] == 0
+
+
+def test_a_racily_clean_file_is_read_again(workspace: Path) -> None:
+    """A file written just before the ingest looked at it is not recorded: written again in
+    the same clock tick (same size, same mtime), its change is still found."""
+    path = write(workspace, "docs/a.md", "Alpha is first.\n")
+    first = ingest(workspace)
+    assert "docs/a.md" not in _cached(workspace)
+    mtime = path.stat().st_mtime_ns
+    path.write_text("Alpha is fast.\n", encoding="utf-8")  # same size
+    os.utime(path, ns=(mtime, mtime))  # and the same mtime: a write within the same tick
+    second = ingest(workspace)
+    assert second["created"] and second["counts"]["new_revisions"] == 1
+    assert second["generation"] != first["generation"]
+
+
+def test_stat_cache_trusts_a_file_by_when_it_was_looked_at(tmp_path: Path) -> None:
+    """However long an ingest runs before writing its cache, a file modified less than
+    RACY_NS before the ingest looked at it is not recorded."""
+    path = tmp_path / "a.md"
+    path.write_text("Alpha.\n", encoding="utf-8")
+    st = path.stat()
+    where = tmp_path / "statcache.sqlite3"
+    cache = StatCache(where, None)
+    cache.save("g1", [("a.md", st, "rev_1")], st.st_mtime_ns + RACY_NS - 1)
+    assert not StatCache(where, "g1").fresh("a.md", st, "rev_1")
+    cache.save("g1", [("a.md", st, "rev_1")], st.st_mtime_ns + RACY_NS + 1)
+    assert StatCache(where, "g1").fresh("a.md", st, "rev_1")
+    assert not StatCache(where, "g1").fresh("a.md", st, "rev_2")
+    assert not StatCache(where, "g2").fresh("a.md", st, "rev_1")  # another generation's
+
+
+def test_a_new_generation_updates_the_stat_cache_in_place(workspace: Path) -> None:
+    paths = [write(workspace, f"docs/{n}.md", f"Note {n}.\n") for n in "abc"]
+    _age(*paths)
+    ingest(workspace)
+    cache = workspace / ".raytsystem/statcache.sqlite3"
+    inode = cache.stat().st_ino
+    before = _cached(workspace)
+    paths[0].write_text("Note a, changed.\n", encoding="utf-8")
+    _age(paths[0])
+    paths[1].unlink()
+    write(workspace, "docs/d.md", "Note d.\n")  # new, racily clean: not recorded yet
+    report = ingest(workspace)
+    assert report["created"] and cache.stat().st_ino == inode  # updated, not rewritten
+    after = _cached(workspace)
+    assert set(after) == {"docs/a.md", "docs/c.md"}
+    assert after["docs/c.md"] == before["docs/c.md"]
+    assert after["docs/a.md"] != before["docs/a.md"]
+    _age(workspace / "docs/d.md")
+    assert ingest(workspace)["counts"]["bytes_read"] == len("Note d.\n")  # d only
+    assert ingest(workspace)["counts"]["bytes_read"] == 0
+
+
+def test_a_stat_cache_of_the_earlier_format_is_not_trusted(workspace: Path) -> None:
+    """Its entries were trusted by the time the whole cache was written: one may be racy."""
+    _age(write(workspace, "docs/a.md", "Alpha.\n"))
+    ingest(workspace)
+    cache = sqlite3.connect(workspace / ".raytsystem/statcache.sqlite3")
+    with cache:
+        cache.execute("DELETE FROM meta WHERE key = 'format'")
+        cache.execute("INSERT INTO meta VALUES ('written_ns', '99999999999999999999')")
+    cache.close()
+    assert ingest(workspace)["counts"]["bytes_read"] == len("Alpha.\n")
+    assert ingest(workspace)["counts"]["bytes_read"] == 0  # written again, in this format
 
 
 def test_an_ingest_of_paths_keeps_the_stat_cache_of_the_others(workspace: Path) -> None:
     paths = [write(workspace, f"docs/{n}.md", f"Note {n}.\n") for n in "abc"]
-    for path in paths:  # old enough to be trusted by stat alone
-        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns - 10**10))
+    _age(*paths)
     ingest(workspace)
-    write(workspace, "docs/a.md", "Note a, changed.\n")
+    _age(write(workspace, "docs/a.md", "Note a, changed.\n"))
     assert ingest(workspace, "docs/a.md")["created"]
-    cache = sqlite3.connect(workspace / ".raytsystem/statcache.sqlite3")
-    try:
-        cached = {p for (p,) in cache.execute("SELECT path FROM entries")}
-    finally:
-        cache.close()
-    assert cached == {"docs/a.md", "docs/b.md", "docs/c.md"}
+    assert set(_cached(workspace)) == {"docs/a.md", "docs/b.md", "docs/c.md"}
+    assert ingest(workspace)["counts"]["bytes_read"] == 0
 
 
 def test_changed_file_makes_a_new_revision_of_the_same_source(workspace: Path) -> None:

@@ -489,6 +489,7 @@ def ingest(
         cache = StatCache(ws.state_dir / "statcache.sqlite3", parent.hash if parent else None)
 
         candidates: list[Candidate] = []
+        scanned_ns = time.time_ns()  # before any file's stat is taken (the stat cache's clock)
         for item in ws.discover(scope):
             if isinstance(item, Refusal):
                 if item.code == "path_not_found" and any(map(_scope_filter([item.path]), active)):
@@ -586,6 +587,7 @@ def ingest(
             cache.save(
                 current.hash if current else None,
                 stat_entries,
+                scanned_ns,
                 keep=lambda path: not in_scope(path),  # what an ingest of PATHS did not look at
             )
         report.seconds = time.monotonic() - started
