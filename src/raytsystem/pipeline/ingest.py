@@ -44,6 +44,7 @@ from sqlalchemy import Connection, Table, insert, update
 from .. import faults
 from ..errors import RaytError
 from ..model import index as index_file
+from ..model.adapters import adapter_for, media_type_for
 from ..model.generation import (
     SourceState,
     generation_hash,
@@ -784,15 +785,11 @@ def _scope_filter(scope: Sequence[str]) -> Callable[[str], bool]:
 
 
 def _current_adapter(path: str) -> str:
-    from ..model.adapters import media_type_for
-
     return _adapter_key_for(media_type_for(path))
 
 
 @functools.lru_cache(maxsize=16)
 def _adapter_key_for(media_type: str) -> str:
-    from ..model.adapters import adapter_for
-
     return adapter_key(adapter_for(media_type))
 
 
