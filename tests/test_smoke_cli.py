@@ -74,3 +74,24 @@ def test_a_command_started_without_stdout_or_stderr_still_ends_well(workspace: P
         )  # fmt: skip
         assert done.returncode == 0, (closing, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_an_error_raised_while_handling_ctrl_c_is_reported_as_the_interrupt() -> None:
+    """Cleanup that fails because Ctrl-C cut a statement short (SQLAlchemy then refuses the
+    connection) must not turn an interrupted command into an internal error."""
+    from raytsystem.cli import during_interrupt
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("Can't reconnect until invalid transaction is rolled back")
+    except RuntimeError as exc:
+        assert during_interrupt(exc)
+    try:
+        try:
+            raise ValueError("a bug")
+        except ValueError as inner:
+            raise RuntimeError("while reporting it") from inner
+    except RuntimeError as exc:
+        assert not during_interrupt(exc)

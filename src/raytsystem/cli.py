@@ -788,12 +788,16 @@ def _main(args: list[str]) -> None:
     except click.ClickException as exc:
         _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
     except RaytError as exc:
+        if during_interrupt(exc):
+            _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
         _fail(exc, as_json, exc.exit_status)
     except KeyboardInterrupt:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
     # (A reader that leaves mid-command never gets here: click itself ends the command, with
     # status 1 and its streams quieted.)
     except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if during_interrupt(exc):
+            _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
         if os.environ.get("RAYTSYSTEM_DEBUG"):
             raise
         _fail(
@@ -806,6 +810,20 @@ def _main(args: list[str]) -> None:
             1,
         )
     sys.exit(0)
+
+
+def during_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a Ctrl-C was being handled (cleanup code that failed
+    because the interrupt had cut a statement short, say): the command was interrupted, and
+    that is what to report, not the cleanup's error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _fail(exc: RaytError, as_json: bool, status: int) -> None:

@@ -54,3 +54,12 @@ def die_with_parent(parent: int) -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
+
+
+def start_helper(parent: int) -> None:
+    """What a worker process of a command does first (a pool's initializer): die with the
+    command (`die_with_parent`), and leave Ctrl-C to it. A terminal sends Ctrl-C's SIGINT to
+    the whole process group: a worker waiting for work would die of it printing a traceback,
+    while the command, which stops its pool when interrupted, reports it in one line."""
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -67,7 +67,7 @@ from ..storage.models import (
     Source,
 )
 from ..storage.statcache import StatCache
-from ..syscalls import die_with_parent
+from ..syscalls import start_helper
 from ..workspace import Candidate, Refusal, Workspace, is_note
 from . import state
 from .files import (
@@ -161,7 +161,7 @@ def _process_chunk(tasks: list[FileTask]) -> bytes:
 
 
 def _start_worker(parent: int) -> None:
-    die_with_parent(parent)
+    start_helper(parent)
     with contextlib.suppress(OSError):  # a process may not be allowed to change it: no matter
         os.nice(WORKER_NICENESS)
 
