@@ -215,22 +215,18 @@ def test_ctrl_c_stops_an_index_rebuild_and_keeps_the_index_there_was(workspace: 
     assert body["status"] == "answered" and "5 requests" in body["answer"]
 
 
-@pytest.mark.parametrize("point", ["verify.blobs", "verify.references"])
-def test_ctrl_c_stops_a_verify_cleanly(workspace: Path, point: str) -> None:
-    """Ctrl-C as a terminal sends it, to the whole process group (verify's hashing processes
-    too): exit 130, one line saying so, no traceback from any process."""
+def _ctrl_c_at(workspace: Path, point: str, *command: str) -> None:
+    """Run a command paused at `point`, then press Ctrl-C as a terminal does (SIGINT to its
+    whole process group): it must end with exit 130 and the one line that says so."""
     import os
     import subprocess
     import sys
     import time
 
-    for i in range(40):  # blobs in more than 16 shards: hashed by a pool of processes
-        write(workspace, f"docs/f{i:02d}.md", f"Part {i} has {i} bolts.\n")
-    assert run_cli("ingest", cwd=workspace).code == 0
     env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": f"{point}:30"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "verify"],
+        [sys.executable, "-m", "raytsystem", *command],
         cwd=workspace,
         env=env,
         stdout=subprocess.PIPE,
@@ -244,37 +240,26 @@ def test_ctrl_c_stops_a_verify_cleanly(workspace: Path, point: str) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert err.strip() == "error[interrupted]: interrupted", err
+
+
+@pytest.mark.parametrize("point", ["verify.blobs", "verify.references"])
+def test_ctrl_c_stops_a_verify_cleanly(workspace: Path, point: str) -> None:
+    """Ctrl-C as a terminal sends it, to the whole process group (verify's hashing processes
+    too): exit 130, one line saying so, no traceback from any process."""
+    for i in range(40):  # blobs in more than 16 shards: hashed by a pool of processes
+        write(workspace, f"docs/f{i:02d}.md", f"Part {i} has {i} bolts.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    _ctrl_c_at(workspace, point, "verify")
     assert run_cli("verify", cwd=workspace).code == 0
 
 
 def test_ctrl_c_stops_a_parallel_ingest_cleanly(workspace: Path) -> None:
     """Ctrl-C to the whole process group while the workers wait for the writer: one line,
     exit 130, no traceback from a worker, the previous generation still current."""
-    import os
-    import subprocess
-    import sys
-    import time
-
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
     _many(workspace, 120, "steel")  # over the parallel threshold
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.take:30"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "ingest"],
-        cwd=workspace,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-        start_new_session=True,
-    )
-    time.sleep(3)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert err.strip() == "error[interrupted]: interrupted", err
+    _ctrl_c_at(workspace, "ingest.take", "ingest")
     body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
     assert body["generation"]["number"] == 1 and "5 requests" in body["answer"]
 
