@@ -308,3 +308,41 @@ def test_an_index_of_an_older_format_is_named_with_its_rebuild(copy: Path) -> No
     assert run_cli("index", "rebuild", "--json", cwd=copy).code == 0
     code, body = verify(copy)
     assert code == 0 and body["ok"] is True, body
+
+
+def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives(
+    workspace: Path, backend: Backend
+) -> None:
+    """A large generation's index rows are re-derived by helper processes, each on its own
+    ledger connection (PostgreSQL too): the digest is the one a single process derives and
+    the one the ingest recorded, and a recorded digest that differs is found."""
+    from raytsystem.pipeline import state
+    from raytsystem.pipeline.indexing import DIGEST_STEP, generation_digest
+    from raytsystem.storage.blobs import DiskBlobStore
+    from raytsystem.storage.db import open_ledger
+
+    for i in range(2 * DIGEST_STEP + 30):  # three steps
+        write(workspace, f"docs/p{i:03d}.md", f"# Part {i}\n\nPart {i} has {i} steel bolts.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    (index,) = (workspace / ".raytsystem" / "indexes").glob("0*.sqlite3")
+    with sqlite3.connect(index) as db:
+        (recorded,) = db.execute("SELECT value FROM meta WHERE key = 'rows_digest'").fetchone()
+    ledger = open_ledger(
+        backend.url or f"sqlite:///{workspace / '.raytsystem' / 'ledger.sqlite3'}", create=False
+    )
+    try:
+        with ledger.reading() as conn:
+            head = state.require_head(conn)
+            blobs = DiskBlobStore(workspace / "_raw")
+            one = generation_digest(conn, blobs, head, jobs=1)
+            helpers = generation_digest(conn, blobs, head, jobs=2)
+    finally:
+        ledger.close()
+    assert one == helpers == recorded
+    with sqlite3.connect(index) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'rows_digest'", ("0" * 64,))
+    code, body = verify(workspace)
+    assert code == 3, body
+    assert "its rows differ from the rows the ledger derives for this generation" in {
+        f["message"] for f in body["findings"]
+    }

@@ -1,3 +1,6 @@
 from .cli import main
 
-main()
+# Guarded: a helper process started with multiprocessing's "spawn" imports this module again
+# (under another name) and must not run a second command.
+if __name__ == "__main__":
+    main()

@@ -146,17 +146,23 @@ def schema_revision(conn: Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
+def ledger_engine(url: str) -> Engine:
+    """An engine for the ledger at `url`, its connections set up as every command's are; no
+    schema check (`open_ledger` does that): for a helper process of a command that has."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, poolclass=NullPool)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
 def open_ledger(url: str, *, create: bool = True) -> Ledger:
     """Open (and, when behind, migrate) the ledger at `url`.
 
     `create=False` refuses to make a new schema in an empty database, for read-only commands.
     """
     try:
-        if url.startswith("sqlite"):
-            engine = create_engine(url, poolclass=NullPool)
-            event.listen(engine, "connect", _sqlite_pragmas)
-        else:
-            engine = create_engine(url, pool_pre_ping=True)
+        engine = ledger_engine(url)
         with engine.connect() as conn:
             current = schema_revision(conn)
     except OperationalError as exc:
