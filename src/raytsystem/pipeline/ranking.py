@@ -288,7 +288,13 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     best = _best_sources(conn, expression)
     covered = dict.fromkeys((r for r, _, _ in best), 0.0)
     for term in query_terms:
-        for r in _containing(conn, term, df[term], set(covered)):
+        # The sources found for one term searched for all hold it: nothing to look up.
+        holding = (
+            list(covered)
+            if searched == [term]
+            else (_containing(conn, term, df[term], set(covered)))
+        )
+        for r in holding:
             covered[r] += idf[term]
     need = required_coverage(len(query_terms))
     passing = [
