@@ -23,7 +23,7 @@ import math
 import sqlite3
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 SOURCE_CANDIDATES: Final = 200
 # Past this many pairs of terms, claims are filtered after reading (see `claim_filter`).
@@ -132,6 +132,17 @@ def _fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
     return (values[0], sum(values[1:])) if values else (0, 0)
 
 
+_W_STATEMENT, _W_HEADING, _W_PATH = WEIGHTS
+
+
+class Shared(NamedTuple):
+    """A heading's or a path's analyzed text, which many claims share: what scoring needs."""
+
+    length: int  # tokens
+    counts: dict[str, int]  # of the question's terms among them
+    has: set[str]  # those terms
+
+
 class ClaimScorer:
     """FTS5's `bm25(claims_fts, *WEIGHTS)`, computed for the claims that can answer.
 
@@ -154,6 +165,29 @@ class ClaimScorer:
         for term, n in holding.items():
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf[term] = idf if idf > 0 else 1e-6
+
+    def score_shared(
+        self, statement: list[str], heading: Shared, path: Shared, present: Container[str]
+    ) -> float:
+        """`score([statement, heading's tokens, path's tokens], present)`, the same number
+        (the same additions in the same order), with the heading's and the path's tokens
+        counted once for all the claims that share them."""
+        norm = self.K1 * (
+            1 - self.B + self.B * (len(statement) + heading.length + path.length) / self.avgdl
+        )
+        score = 0.0
+        for term in self.phrases:
+            if term not in present:
+                continue
+            freq = 0.0
+            for _ in range(statement.count(term)):
+                freq += _W_STATEMENT
+            for _ in range(heading.counts.get(term, 0)):
+                freq += _W_HEADING
+            for _ in range(path.counts.get(term, 0)):
+                freq += _W_PATH
+            score += self.idf[term] * ((freq * (self.K1 + 1.0)) / (freq + norm))
+        return score
 
     def score(self, columns: list[list[str]], present: Container[str] | None = None) -> float:
         """The BM25 of a claim given the tokens of its columns (higher is better); `present`,
@@ -323,13 +357,14 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     scored: dict[int, tuple[float, str]] = {}
     # A source's claims share a few heading paths and one file path: each such column text is
     # split once, with the question's terms in it.
-    shared: dict[str, tuple[list[str], set[str]]] = {}
+    shared: dict[str, Shared] = {}
 
-    def split(text: str) -> tuple[list[str], set[str]]:
+    def split(text: str) -> Shared:
         got = shared.get(text)
         if got is None:
             tokens = text.split()
-            got = shared[text] = (tokens, wanted.intersection(tokens))
+            has = wanted.intersection(tokens)
+            got = shared[text] = Shared(len(tokens), {t: tokens.count(t) for t in has}, has)
         return got
 
     # FTS5's content table (`id`, one `c<n>` per column) read directly: the same rows as
@@ -338,11 +373,11 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         f"SELECT id, c0, c1, c2 FROM claims_fts_content WHERE id IN ({_listed(matched)})"
     ):
         statement = terms_.split()
-        (in_heading, heading_has), (in_path, path_has) = split(heading), split(path)
-        present = wanted.intersection(statement).union(heading_has, path_has)
+        in_heading, in_path = split(heading), split(path)
+        present = wanted.intersection(statement).union(in_heading.has, in_path.has)
         if len(present) < own_need:
             continue  # the claim itself must say something about the question
-        scored[rowid] = (scorer.score([statement, in_heading, in_path], present), terms_)
+        scored[rowid] = (scorer.score_shared(statement, in_heading, in_path, present), terms_)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
