@@ -349,7 +349,16 @@ def generation_rows(
     """Every index row of `generation`, from the ledger alone, a few hundred sources at a time
     (by path): memory follows the step, not the corpus (a whole 10,000-file generation's rows
     held at once took 1.7 GB)."""
-    sources = _sources_by_path(conn, generation)
+    yield from _rows_in_steps(conn, blobs, generation, _sources_by_path(conn, generation), progress)
+
+
+def _rows_in_steps(
+    conn: Connection,
+    blobs: BlobStore,
+    generation: GenerationRef,
+    sources: Sequence[state.ActiveSource],
+    progress: Progress | None,
+) -> Iterator[dict[str, list[Row]]]:
     for i in range(0, len(sources), SOURCES_PER_STEP):
         if progress:
             progress("index rows from the ledger", i, len(sources), 0)
@@ -385,7 +394,7 @@ def generation_digest(
         return index_file.rows_digest(
             {
                 source_id: index_file.source_rows_digest(rows)
-                for step in generation_rows(conn, blobs, generation, progress)
+                for step in _rows_in_steps(conn, blobs, generation, sources, progress)
                 for source_id, rows in step.items()
             }
         )

@@ -322,12 +322,10 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     best = _best_sources(conn, expression)
     covered = dict.fromkeys((r for r, _, _ in best), 0.0)
     for term in query_terms:
-        # The sources found for one term searched for all hold it: nothing to look up.
-        holding = (
-            list(covered)
-            if searched == [term]
-            else (_containing(conn, term, df[term], set(covered)))
-        )
+        if searched == [term]:  # the sources found for the one term searched all hold it
+            holding: Iterable[int] = list(covered)
+        else:
+            holding = _containing(conn, term, df[term], set(covered))
         for r in holding:
             covered[r] += idf[term]
     need = required_coverage(len(query_terms))
