@@ -346,3 +346,41 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     assert "its rows differ from the rows the ledger derives for this generation" in {
         f["message"] for f in body["findings"]
     }
+
+
+def test_claims_checked_in_a_helper_process_find_the_same(
+    workspace: Path, backend: Backend
+) -> None:
+    """A large ledger's claims are checked by a helper process (its own connection, SQLite or
+    PostgreSQL) beside the rest: the same findings and counts as checked in the command."""
+    from raytsystem.pipeline.verify import verify as run_verify
+    from raytsystem.storage.blobs import DiskBlobStore
+    from raytsystem.storage.db import open_ledger
+
+    for rel, text in FILES.items():
+        write(workspace, rel, text)
+    assert run_cli("ingest", "--json", cwd=workspace).code == 0
+    with backend.db(workspace) as db:
+        for name in ("claim statement", "claim state status"):
+            db.execute(ON_EITHER_BACKEND[name][0])
+    ledger = open_ledger(
+        backend.url or f"sqlite:///{workspace / '.raytsystem' / 'ledger.sqlite3'}", create=False
+    )
+    reports = []
+    try:
+        for helper_from in (0, 10**9):  # always a helper; never
+            with ledger.reading() as conn:
+                report = run_verify(
+                    conn,
+                    DiskBlobStore(workspace / "_raw"),
+                    workspace / ".raytsystem" / "indexes",
+                    claims_helper_from=helper_from,
+                ).to_json()
+            report.pop("seconds")
+            report.pop("throughput")
+            reports.append(report)
+    finally:
+        ledger.close()
+    assert reports[0] == reports[1]
+    assert {"id_mismatch", "claim_hash_mismatch"} <= codes(reports[0])
+    assert reports[0]["counts"]["claims"] > 0 and reports[0]["counts"]["claim_states"] > 0
