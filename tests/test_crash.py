@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,75 +150,42 @@ def test_kill_of_the_first_ingest_leaves_an_empty_but_usable_workspace(workspace
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_the_previous_generation(workspace: Path) -> None:
-    import os
-    import subprocess
-    import sys
-    import time
-
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
     write(workspace, "docs/a.md", "The limit is 9 requests per second.\n")
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.after_normalize:30"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "ingest", "--json"],
-        cwd=workspace,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    time.sleep(3)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert json.loads(out)["error"]["code"] == "interrupted"
-    assert "Traceback" not in err
+    _ctrl_c_at(workspace, "ingest.after_normalize", "ingest", "--json")
     assert not list((workspace / ".raytsystem" / "indexes").glob(".building-*"))
     body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
     assert body["generation"]["number"] == 1 and "5 requests" in body["answer"]
 
 
 def test_ctrl_c_stops_an_index_rebuild_and_keeps_the_index_there_was(workspace: Path) -> None:
-    import os
-    import subprocess
-    import sys
-    import time
-
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
     (index,) = (workspace / ".raytsystem" / "indexes").glob("0*.sqlite3")
     before = index.read_bytes()
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "rebuild.step:30"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "index", "rebuild", "--json"],
-        cwd=workspace,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
     building = workspace / ".raytsystem" / "indexes"
-    deadline = time.monotonic() + 30
-    while not list(building.glob(".building-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the new file exists: the rebuild is under way, paused in its loop
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert json.loads(out)["error"]["code"] == "interrupted"
-    assert "Traceback" not in err
+    _ctrl_c_at(
+        workspace,
+        "rebuild.step",
+        "index",
+        "rebuild",
+        "--json",
+        # The new file exists: the rebuild is under way, paused in its loop.
+        ready=lambda: bool(list(building.glob(".building-*"))),
+    )
     assert not list(building.glob(".building-*"))
     assert index.read_bytes() == before
     body = run_cli("query", "limit requests", "--json", cwd=workspace).json()
     assert body["status"] == "answered" and "5 requests" in body["answer"]
 
 
-def _ctrl_c_at(workspace: Path, point: str, *command: str) -> None:
-    """Run a command paused at `point`, then press Ctrl-C as a terminal does (SIGINT to its
-    whole process group): it must end with exit 130 and the one line that says so."""
+def _ctrl_c_at(
+    workspace: Path, point: str, *command: str, ready: Callable[[], bool] | None = None
+) -> None:
+    """Run a command paused at `point` (reached once `ready()` holds, or after 3 s), then press
+    Ctrl-C as a terminal does (SIGINT to its whole process group): it must end with exit 130
+    and say so once, in one line (in JSON with `--json`), with no traceback from any process."""
     import os
     import subprocess
     import sys
@@ -235,11 +203,20 @@ def _ctrl_c_at(workspace: Path, point: str, *command: str) -> None:
         preexec_fn=default_sigint,
         start_new_session=True,
     )
-    time.sleep(3)
+    if ready is None:
+        time.sleep(3)
+    else:
+        deadline = time.monotonic() + 30
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
-    assert err.strip() == "error[interrupted]: interrupted", err
+    if "--json" in command:
+        assert json.loads(out)["error"]["code"] == "interrupted"
+        assert "Traceback" not in err
+    else:
+        assert err.strip() == "error[interrupted]: interrupted", err
 
 
 @pytest.mark.parametrize("point", ["verify.blobs", "verify.references", "verify.index_rows"])

@@ -135,17 +135,12 @@ def test_claim_scorer_equals_fts5_bm25(conn: sqlite3.Connection) -> None:
             "WHERE claims_fts MATCH ?",
             (*ranking.WEIGHTS, ranking.match_expression(terms)),
         ):
-            tokens = [c.split() for c in columns]
-            assert -scorer.score(tokens) == bm25, (question, columns)
+            statement, heading, path = (c.split() for c in columns)
+            shared = ranking.Shared.of(heading, set(terms)), ranking.Shared.of(path, set(terms))
+            assert -scorer.score(statement, *shared, terms) == bm25, (question, columns)
             # As QUERY calls it: the phrases absent from the claim skipped, the same number.
-            present = {t for t in terms if any(t in column for column in tokens)}
-            assert -scorer.score(tokens, present) == bm25, (question, columns)
-            # And with the heading's and path's counts shared between claims, as `candidates`.
-            heading, path = (
-                ranking.Shared(len(c), {t: c.count(t) for t in set(terms) & set(c)}, set())
-                for c in tokens[1:]
-            )
-            assert -scorer.score_shared(tokens[0], heading, path, present) == bm25
+            present = {t for t in terms if any(t in c for c in (statement, heading, path))}
+            assert -scorer.score(statement, *shared, present) == bm25, (question, columns)
             compared += 1
     assert compared > 100
 

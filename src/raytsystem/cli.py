@@ -787,17 +787,16 @@ def _main(args: list[str]) -> None:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
     except click.ClickException as exc:
         _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
-    except RaytError as exc:
-        if during_interrupt(exc):
-            _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
-        _fail(exc, as_json, exc.exit_status)
     except KeyboardInterrupt:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
     # (A reader that leaves mid-command never gets here: click itself ends the command, with
     # status 1 and its streams quieted.)
-    except Exception as exc:  # a bug: one line, the traceback only when asked for
+    except Exception as exc:
         if during_interrupt(exc):
             _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
+        if isinstance(exc, RaytError):
+            _fail(exc, as_json, exc.exit_status)
+        # A bug: one line, the traceback only when asked for.
         if os.environ.get("RAYTSYSTEM_DEBUG"):
             raise
         _fail(

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
-Progress = Callable[[str, int, int, int], None]
+Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
 
 
 @contextlib.contextmanager

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import posixpath
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, select
 
 from .. import faults
 from ..model import index as index_file
@@ -28,12 +26,11 @@ from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
 from ..model.index import Row
 from ..model.terms import term_text
+from ..progress import Progress
 from ..storage.blobs import BlobStore, DiskBlobStore
-from ..storage.db import ledger_engine
 from ..storage.models import Claim, Evidence, Normalization, Segment
-from ..storage.sqlite_tuning import tune_process
-from ..syscalls import start_helper
 from . import state
+from .helpers import helper_engine, ledger_helpers
 from .state import GenerationRef, chunks
 
 
@@ -316,9 +313,6 @@ def index_rows(
 SOURCES_PER_STEP = 500  # sources read back from the ledger at a time by a whole-index pass
 
 
-Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
-
-
 def _sources_by_path(conn: Connection, generation: GenerationRef) -> list[state.ActiveSource]:
     return sorted(state.active_sources(conn, generation.number).values(), key=lambda a: a.path)
 
@@ -367,7 +361,7 @@ def _rows_in_steps(
         progress("index rows from the ledger", len(sources), len(sources), 0)
 
 
-DIGEST_STEP = 100  # sources per task of a parallel digest (Ctrl-C waits for one task at most)
+DIGEST_STEP = 100  # sources per task of a parallel digest (a small step keeps the bar moving)
 DIGEST_JOBS_MAX = 8
 
 
@@ -384,10 +378,8 @@ def generation_digest(
 
     Re-deriving every row is most of a verify's time and each source's rows are a pure
     function of the ledger: with more than one core and a step's worth of sources, the steps
-    are spread over helper processes, each reading the ledger on a connection of its own. They
-    are started with "spawn", not forked: SQLite's bookkeeping of the locks a process holds
-    does not survive a fork, and the command has the ledger open. (A generation's rows never
-    change once it is current, so a helper's later snapshot derives the same ones.)"""
+    are spread over helper processes (`helpers.ledger_helpers`). A generation's rows never
+    change once it is current, so a helper's later snapshot derives the same ones."""
     sources = _sources_by_path(conn, generation)
     jobs = jobs or min(os.cpu_count() or 1, DIGEST_JOBS_MAX)
     if jobs < 2 or len(sources) <= DIGEST_STEP or not isinstance(blobs, DiskBlobStore):
@@ -399,46 +391,26 @@ def generation_digest(
             }
         )
     steps = [sources[i : i + DIGEST_STEP] for i in range(0, len(sources), DIGEST_STEP)]
-    url = conn.engine.url.render_as_string(hide_password=False)
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(steps)),
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_digester,
-        initargs=(os.getpid(), url, str(blobs.root)),
-    )
+    tasks = [(generation.number, str(blobs.root), step) for step in steps]
     digests: dict[str, str] = {}
-    try:
-        done = 0
-        if progress:
-            progress("index rows from the ledger", done, len(sources), 0)
-        tasks = [(generation.number, step) for step in steps]
-        for step, got in zip(steps, pool.map(_step_digests, tasks), strict=True):
+    done = 0
+    if progress:
+        progress("index rows from the ledger", done, len(sources), 0)
+    with ledger_helpers(conn, min(jobs, len(steps))) as pool:
+        for step, got in zip(steps, pool.imap(_step_digests, tasks), strict=True):
             faults.point("verify.index_rows")
             digests.update(got)
             done += len(step)
             if progress:
                 progress("index rows from the ledger", done, len(sources), 0)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
     return index_file.rows_digest(digests)
 
 
-_digester: tuple[Engine, DiskBlobStore] | None = None  # a digest helper process's ledger
-
-
-def _start_digester(parent: int, url: str, raw_root: str) -> None:
-    global _digester
-    start_helper(parent)
-    tune_process()  # as the command did: this process has no connection yet
-    _digester = (ledger_engine(url), DiskBlobStore(Path(raw_root)))
-
-
-def _step_digests(task: tuple[int, list[state.ActiveSource]]) -> dict[str, str]:
-    number, part = task
-    assert _digester is not None, "a digest helper runs _start_digester first"
-    engine, blobs = _digester
-    with engine.connect() as conn:
-        rows = _step_rows(conn, blobs, number, part)
+def _step_digests(task: tuple[int, str, list[state.ActiveSource]]) -> dict[str, str]:
+    """In a helper process: the digests of some of generation `number`'s sources."""
+    number, raw_root, part = task
+    with helper_engine().connect() as conn:
+        rows = _step_rows(conn, DiskBlobStore(Path(raw_root)), number, part)
     return {source_id: index_file.source_rows_digest(r) for source_id, r in rows.items()}
 
 

@@ -52,6 +52,7 @@ from ..model.generation import (
 )
 from ..model.objects import EvidenceRow
 from ..model.text import Finding
+from ..progress import Progress
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, insert_rows
 from ..storage.lock import writer_lock
@@ -94,7 +95,6 @@ WORKER_NICENESS = 5
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 100_000  # allocations between collections (the default is 700)
-Progress = Callable[[str, int, int, int], None]  # (phase, done, total, bytes)
 
 
 @dataclass

@@ -142,6 +142,11 @@ class Shared(NamedTuple):
     counts: dict[str, int]  # of the question's terms among them
     has: set[str]  # those terms
 
+    @classmethod
+    def of(cls, tokens: list[str], terms: set[str]) -> Shared:
+        has = terms.intersection(tokens)
+        return cls(len(tokens), {t: tokens.count(t) for t in has}, has)
+
 
 class ClaimScorer:
     """FTS5's `bm25(claims_fts, *WEIGHTS)`, computed for the claims that can answer.
@@ -166,12 +171,12 @@ class ClaimScorer:
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf[term] = idf if idf > 0 else 1e-6
 
-    def score_shared(
+    def score(
         self, statement: list[str], heading: Shared, path: Shared, present: Container[str]
     ) -> float:
-        """`score([statement, heading's tokens, path's tokens], present)`, the same number
-        (the same additions in the same order), with the heading's and the path's tokens
-        counted once for all the claims that share them."""
+        """The BM25 of a claim (higher is better) given its statement's tokens and its
+        heading's and path's counts (`Shared`, counted once for all the claims that share
+        them); `present` holds every phrase among them (the others add exactly 0)."""
         norm = self.K1 * (
             1 - self.B + self.B * (len(statement) + heading.length + path.length) / self.avgdl
         )
@@ -179,6 +184,8 @@ class ClaimScorer:
         for term in self.phrases:
             if term not in present:
                 continue
+            # FTS5 adds a column's weight once per hit, column by column: the same additions
+            # in the same order (a product would round differently), the hits counted in C.
             freq = 0.0
             for _ in range(statement.count(term)):
                 freq += _W_STATEMENT
@@ -186,24 +193,6 @@ class ClaimScorer:
                 freq += _W_HEADING
             for _ in range(path.counts.get(term, 0)):
                 freq += _W_PATH
-            score += self.idf[term] * ((freq * (self.K1 + 1.0)) / (freq + norm))
-        return score
-
-    def score(self, columns: list[list[str]], present: Container[str] | None = None) -> float:
-        """The BM25 of a claim given the tokens of its columns (higher is better); `present`,
-        when given, holds every phrase that is among the tokens (the others add exactly 0)."""
-        length = sum(len(tokens) for tokens in columns)
-        norm = self.K1 * (1 - self.B + self.B * length / self.avgdl)
-        score = 0.0
-        for term in self.phrases:
-            if present is not None and term not in present:
-                continue
-            # FTS5 adds a column's weight once per hit, column by column: the same additions
-            # in the same order (a product would round differently), the hits counted in C.
-            freq = 0.0
-            for tokens, w in zip(columns, WEIGHTS, strict=True):
-                for _ in range(tokens.count(term)):
-                    freq += w
             score += self.idf[term] * ((freq * (self.K1 + 1.0)) / (freq + norm))
         return score
 
@@ -360,9 +349,7 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     def split(text: str) -> Shared:
         got = shared.get(text)
         if got is None:
-            tokens = text.split()
-            has = wanted.intersection(tokens)
-            got = shared[text] = Shared(len(tokens), {t: tokens.count(t) for t in has}, has)
+            got = shared[text] = Shared.of(text.split(), wanted)
         return got
 
     # FTS5's content table (`id`, one `c<n>` per column) read directly: the same rows as
@@ -375,7 +362,7 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         present = wanted.intersection(statement).union(in_heading.has, in_path.has)
         if len(present) < own_need:
             continue  # the claim itself must say something about the question
-        scored[rowid] = (scorer.score_shared(statement, in_heading, in_path, present), terms_)
+        scored[rowid] = (scorer.score(statement, in_heading, in_path, present), terms_)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0

@@ -30,7 +30,7 @@ import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +44,8 @@ from ..ids import make_id
 from ..model import index as index_file
 from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
+from ..progress import Progress
 from ..storage.blobs import DiskBlobStore
-from ..storage.db import ledger_engine
 from ..storage.models import (
     Claim,
     Evidence,
@@ -60,12 +60,11 @@ from ..storage.models import (
 from ..storage.models import (
     ClaimState as ClaimStateRow,
 )
-from ..storage.sqlite_tuning import tune_process
 from ..syscalls import start_helper
 from . import state
+from .helpers import helper_engine, ledger_helpers
 from .indexing import generation_digest
 
-Progress = Callable[[str, int, int, int], None]
 HASH_JOBS = 8  # processes re-hashing blobs (check_blobs)
 
 
@@ -348,10 +347,10 @@ def claims_checked_beside(
     conn: Connection, report: VerifyReport, helper_from: int = CLAIMS_HELPER_FROM
 ) -> Iterator[None]:
     """Check the claims (`check_claims`) while the body runs: in a helper process on its own
-    ledger connection when the ledger is large and there is a core for it, else here after
-    the body. The helper is spawned, not forked (ADR 0024); it is stopped if the body fails
-    or is interrupted. A claim is never changed once written, and a later snapshot of claim
-    states only adds states: the helper finds what the command's own snapshot would."""
+    ledger connection when the ledger is large and there is a core for it (stopped if the body
+    fails or is interrupted), else here after the body. A claim is never changed once written,
+    and a later snapshot of claim states only adds states: the helper finds what the command's
+    own snapshot would."""
     cores = os.cpu_count() or 1
     if (
         cores < 2
@@ -360,10 +359,8 @@ def claims_checked_beside(
         yield
         check_claims(conn, report)
         return
-    url = conn.engine.url.render_as_string(hide_password=False)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1, initializer=start_helper, initargs=(os.getpid(),)) as pool:  # exit: killed
-        pending = pool.apply_async(_check_claims_helper, (url,))
+    with ledger_helpers(conn, 1) as pool:
+        pending = pool.apply_async(_check_claims_helper)
         yield
         findings, counts = pending.get()
     report.findings.extend(findings)
@@ -371,15 +368,10 @@ def claims_checked_beside(
         report.counts[name] += n
 
 
-def _check_claims_helper(url: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    tune_process()  # a fresh process: no connection yet
-    engine = ledger_engine(url)
+def _check_claims_helper() -> tuple[list[dict[str, Any]], dict[str, int]]:
     report = VerifyReport()
-    try:
-        with engine.connect() as conn:
-            check_claims(conn, report)
-    finally:
-        engine.dispose()
+    with helper_engine().connect() as conn:
+        check_claims(conn, report)
     return report.findings, dict(report.counts)
 
 
