@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytsystem.sentences import split_sentences
+from raytsystem.sentences import _walk, split_sentences
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sentences"
 LANGUAGES = ("en", "ru", "zh", "ja")
@@ -179,6 +179,17 @@ def test_contract_holds_for_any_text(text: str) -> None:
     spans = split_sentences(text)
     check_contract(text, spans)
     assert split_sentences(text) == spans  # deterministic, no hidden state
+
+
+# One-line ASCII, where `split_sentences` may skip the general walk (most segments).
+ASCII_LINE = ".!?\"')]} \taAzZ bB Dr e g etc No 0 7 /:@-_`*#$"
+ascii_line = st.text(alphabet=st.sampled_from(ASCII_LINE), max_size=80)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.one_of(ascii_line, ascii_line.map(lambda t: t.rstrip() + "."), tricky_text))
+def test_the_one_line_shortcut_gives_the_walks_spans(text: str) -> None:
+    assert split_sentences(text) == _walk(text, ())
 
 
 @settings(deadline=None)

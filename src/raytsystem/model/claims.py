@@ -37,16 +37,21 @@ def segment_rows(normalization_id: str, normalized: Normalized) -> list[SegmentR
     rows = []
     text = normalized.text
     segment_id = segment_ids(normalization_id)
+    headings: dict[tuple[str, ...], str] = {}  # a section's segments share its heading path
     for ordinal, seg in enumerate(normalized.segments):
         start, end = seg.start, seg.end
         sha = sha256_hex(text[start:end])
+        heading = headings.get(seg.heading_path)
+        if heading is None:
+            heading = canonical_json(list(seg.heading_path)).decode("utf-8")
+            headings[seg.heading_path] = heading
         rows.append(
             SegmentRow(
                 segment_id(end, ordinal, json_text(sha), start),
                 normalization_id,
                 ordinal,
                 seg.kind,
-                canonical_json(list(seg.heading_path)).decode("utf-8"),
+                heading,
                 start,
                 end,
                 seg.line_start,

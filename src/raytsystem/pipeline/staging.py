@@ -47,11 +47,13 @@ LEDGER_CACHE_MIB = 256
 
 _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
-    "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), removed INTEGER NOT NULL)",
+    "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), "
+    "removed INTEGER NOT NULL, parented INTEGER NOT NULL)",
 )
 _DROP = ("DROP TABLE IF EXISTS pending_sources",)
 # The columns of a claim state as `put_rows` takes it; `gen_from` is the generation staged.
 _STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids")
+_PENDING_COLUMNS = ("source_id", "revision_id", "normalization_id", "digest", "removed", "parented")
 
 
 def state_evidence(evidence_ids: Iterable[str]) -> str:
@@ -84,6 +86,9 @@ class Staging:
         # Per source put: (claims added, claims removed, claims whose state changed).
         self._counts: dict[str, tuple[int, int, int]] = {}
         self._repeats: set[str] = set()  # sources with a new state equal to an open one
+        # Sources put as new (`had_states=False`): no state of theirs is open, so `apply` has
+        # none to close (a cold ingest's every source: 0.6 s less at its end at 10,000 files).
+        self._new: set[str] = set()
         self._batches = 0
         for statement in _SCHEMA:
             conn.exec_driver_sql(statement)
@@ -237,7 +242,9 @@ class Staging:
         if not had_states:  # a new source: every claim is added
             self._counts[source_id] = (len(rows), 0, 0)
             self._repeats.discard(source_id)
+            self._new.add(source_id)
             return
+        self._new.discard(source_id)
         new = {row[0]: row[3] for row in rows}
         old = self._open_states(source_id)
         self._counts[source_id] = (
@@ -266,6 +273,7 @@ class Staging:
             self._put.discard(sid)
             self._counts.pop(sid, None)
             self._repeats.discard(sid)
+            self._new.discard(sid)
 
     def _open_states(self, source_id: str) -> dict[str, str]:
         """claim ID -> claim hash of the source's states open before this ingest."""
@@ -312,13 +320,17 @@ class Staging:
             if s.source_id not in self._counts:
                 self._counts[s.source_id] = (0, len(self._open_states(s.source_id)), 0)
         rows = [
-            {"s": s.source_id, "r": s.revision_id, "n": s.normalization_id, "d": s.digest, "x": 0}
-            for s in changed
-        ] + [{"s": sid, "r": None, "n": None, "d": None, "x": 1} for sid in removed]
-        for part in chunks(rows, 5000):
-            self.conn.execute(
-                text("INSERT INTO pending_sources VALUES (:s, :r, :n, :d, :x)"), list(part)
+            (
+                s.source_id,
+                s.revision_id,
+                s.normalization_id,
+                s.digest,
+                0,
+                int(s.source_id not in self._new),
             )
+            for s in changed
+        ] + [(sid, None, None, None, 1, 1) for sid in removed]
+        insert_rows(self.conn, "pending_sources", _PENDING_COLUMNS, rows)
 
     def apply(self) -> tuple[int, int, int]:
         """Close and open the state intervals of the staged sources for generation `number`.
@@ -327,7 +339,8 @@ class Staging:
         as `diff` counts them. Runs inside the caller's transaction, before the head moves.
         """
         n = {"n": self.number}
-        touched = "SELECT source_id FROM pending_sources"
+        # The sources whose open states (of the parent) may close: not those put as new.
+        touched = "SELECT source_id FROM pending_sources WHERE parented = 1"
         removed_ids = self.conn.execute(
             text(
                 "SELECT count(*) FROM claim_states c WHERE c.gen_to IS NULL AND c.gen_from < :n "
