@@ -686,7 +686,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
                 "the current generation moved while this ingest ran", code="generation_moved"
             )
         run.stage.keep_only(differing)
-        run.stage.put_sources(differing.values(), removed)
+        run.stage.put_sources(differing.values(), removed, parented=by_id)
         added, closed, restated = run.stage.apply()
         report.claims_added, report.claims_removed, report.claims_changed = added, closed, restated
         report.removed_sources = len(removed)
