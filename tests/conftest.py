@@ -215,15 +215,66 @@ def write(root: Path, rel: str, text: str) -> Path:
     return path
 
 
+# One store per raw store a test fills file by file, as one ingest has: a store reads the packs'
+# tables once, and then only those of packs published since.
+_stores: dict[Path, Any] = {}
+
+
+def blob_file(raw_root: Path, address: str) -> tuple[Path, int, int]:
+    """(file, offset, length) of a stored blob: its own file or the pack holding it."""
+    from raytsystem.storage.blobs import DiskBlobStore
+
+    where = DiskBlobStore(raw_root).location(address)
+    assert where is not None, f"blob {address} is not stored"
+    return where
+
+
+def blob_bytes(raw_root: Path, address: str) -> bytes:
+    """A stored blob's bytes, read straight from its file (not through the store's checks)."""
+    path, offset, length = blob_file(raw_root, address)
+    return path.read_bytes()[offset : offset + length]
+
+
+def tamper_blob(raw_root: Path, address: str, transform: Any) -> None:
+    """Change a stored blob's bytes where they are, as disk rot or a hand edit would: its own
+    file, or its part of the pack holding it (None: removed from the pack's table). A pack is
+    rewritten with its table adjusted and keeps its name, which its bytes no longer hash to."""
+    from raytsystem.storage.blobs import pack_bytes, pack_entries
+
+    path, _, _ = blob_file(raw_root, address)
+    path.chmod(0o644)
+    data = path.read_bytes()
+    if path.name != address:  # a pack
+        entries = pack_entries(lambda offset, n: data[offset : offset + n], len(data))
+        blobs = {a: data[o : o + n] for a, o, n in entries}
+        new = transform(blobs.pop(address))
+        if new is not None:
+            blobs[address] = new
+        path.write_bytes(pack_bytes(blobs))
+    elif (new := transform(data)) is not None:
+        path.write_bytes(new)
+    else:
+        path.unlink()
+
+
+def store_for(raw_root: Path) -> Any:
+    """The store `process_one` writes to under `raw_root`."""
+    from raytsystem.storage.blobs import DiskBlobStore
+
+    return _stores.setdefault(raw_root, DiskBlobStore(raw_root))
+
+
 def process_one(rel: str, disk: Path, raw_root: Path, max_bytes: int) -> Any:
-    """`process_file` on one file, then publish its staged blobs as ingest's parent does."""
-    from raytsystem.pipeline.files import FileTask, process_file
-    from raytsystem.storage.blobs import STAGING, DiskBlobStore
+    """`process_file` on one file, then publish its staged blobs as ingest's parent does;
+    `store_for(raw_root)` reads them back."""
+    from raytsystem.pipeline.files import FileTask, process_chunk
+    from raytsystem.storage.blobs import STAGING
 
     staging_dir = raw_root / STAGING
     staging_dir.mkdir(parents=True, exist_ok=True)
-    result = process_file(
-        FileTask(rel, str(disk), str(raw_root), str(staging_dir), max_bytes, None, None)
+    store = store_for(raw_root)
+    [result] = process_chunk(
+        [FileTask(rel, str(disk), str(staging_dir), max_bytes, None, None)], store
     )
-    DiskBlobStore(raw_root).publish(result.staged)
+    store.publish(result.staged)
     return result

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import process_one, run_cli, write
+from conftest import blob_bytes, process_one, run_cli, write
 
 from raytsystem.model.text import NotText, decode
 from raytsystem.pipeline.files import FileResult
@@ -95,7 +95,7 @@ def run(tmp_path: Path, rel: str, data: bytes, max_bytes: int = MAX_BYTES) -> Fi
 def text_of(result: FileResult) -> str:
     """The normalized text, read back from the blob the worker wrote."""
     blob = str(result.normalization["text_blob"])
-    return (_RAW_ROOTS[-1] / "blake3" / blob[:2] / blob).read_bytes().decode("utf-8")
+    return blob_bytes(_RAW_ROOTS[-1], blob).decode("utf-8")
 
 
 def segments(result: FileResult) -> list[tuple[str, str, int, int]]:

@@ -22,7 +22,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytsystem.errors import BlobMissing, ChecksumMismatch, IntegrityError, UsageError
-from raytsystem.storage.blobs import DiskBlobStore, MemoryBlobStore, check_address
+from raytsystem.storage.blobs import (
+    DiskBlobStore,
+    MemoryBlobStore,
+    PackWriter,
+    check_address,
+    pack_bytes,
+    pack_entries,
+)
 
 # --- filesystem access probe -------------------------------------------------------------------
 # Audit hooks cannot be removed, so one is installed for the module and only records while a
@@ -361,7 +368,7 @@ def test_disk_store_is_readable_by_a_second_instance(tmp_path: Path) -> None:
     assert DiskBlobStore(tmp_path / "_raw").get(address) == b"persisted"
 
 
-# --- stage and publish: how ingest writes many blobs with two syncs per batch ---------------
+# --- packs: how ingest writes many blobs, one file per chunk of files and two syncs a batch --
 
 
 def _staged(area: str) -> list[str]:
@@ -370,33 +377,139 @@ def _staged(area: str) -> list[str]:
     return sorted(set(os.listdir(area)) - {".gitignore"})
 
 
-def test_staged_blob_is_not_at_its_address_until_published(
+def test_a_staged_packs_blobs_are_not_found_until_it_is_published(
     disk: DiskBlobStore, tmp_path: Path
 ) -> None:
     with disk.staging_area() as area:
-        address, tmp = disk.stage(b"staged bytes", area)
-        assert address == b3(b"staged bytes") and tmp is not None
-        assert not disk.has(address) and Path(tmp).read_bytes() == b"staged bytes"
-        disk.publish([(address, tmp)])
-        assert disk.get(address) == b"staged bytes" and not Path(tmp).exists()
-        assert not stat.S_IMODE(disk.path(address).stat().st_mode) & 0o222
+        pack = PackWriter(disk, area)
+        first, second = pack.add(b"staged bytes"), pack.add(b"more bytes")
+        assert first == b3(b"staged bytes") and second == b3(b"more bytes")
+        staged = pack.seal()
+        assert staged is not None and _staged(area) == [Path(staged[1]).name]
+        assert not disk.has(first) and not disk.has(second)
+        with pytest.raises(BlobMissing):
+            disk.get(first)
+        disk.publish([staged])
+        assert disk.get(first) == b"staged bytes" and disk.get(second) == b"more bytes"
+        assert _staged(area) == []
+        packed = tmp_path / "_raw" / "blake3" / "packs" / staged[0]
+        assert b3(packed.read_bytes()) + ".pack" == staged[0]  # named by its own bytes
+        assert not stat.S_IMODE(packed.stat().st_mode) & 0o222
+        assert not disk.path(first).exists()  # packed, not loose
     assert not (tmp_path / "_raw" / ".staging").exists()
     assert disk.stray_files() == []
+    assert list(disk.addresses()) == sorted([first, second])
 
 
-def test_the_same_bytes_staged_twice_publish_once(disk: DiskBlobStore) -> None:
+def test_the_same_blobs_packed_twice_publish_once(disk: DiskBlobStore) -> None:
     with disk.staging_area() as area:
-        first, second = disk.stage(b"twice", area), disk.stage(b"twice", area)
-        assert first[0] == second[0] and first[1] != second[1]
-        disk.publish([first, second])  # type: ignore[list-item]
-        assert disk.get(first[0]) == b"twice" and _staged(area) == []
+        one, other = PackWriter(disk, area), PackWriter(disk, area)
+        for pack in (one, other):
+            pack.add(b"twice")
+            pack.add(b"twice")  # added once
+        first, second = one.seal(), other.seal()
+        assert first and second and first[0] == second[0] and first[1] != second[1]
+        disk.publish([first, second])
+        disk.publish([first])  # a later batch with a result of the same chunk: nothing to do
+        assert disk.get(b3(b"twice")) == b"twice" and _staged(area) == []
+        assert disk.pack_names() == [first[0]]
 
 
-def test_stage_skips_a_blob_the_store_has(disk: DiskBlobStore) -> None:
-    address = disk.put(b"already here")
+def test_a_pack_leaves_out_what_the_store_has(disk: DiskBlobStore) -> None:
+    loose = disk.put(b"already here")
     with disk.staging_area() as area:
-        assert disk.stage(b"already here", area) == (address, None)
-        assert _staged(area) == []
+        pack = PackWriter(disk, area)
+        pack.add(b"packed before")
+        disk.publish([pack.seal()])  # type: ignore[list-item]
+        again = PackWriter(disk, area)
+        assert again.add(b"already here") == loose
+        again.add(b"packed before")
+        assert again.seal() is None and _staged(area) == []
+
+
+def test_a_pack_published_by_another_store_is_found_on_a_miss(tmp_path: Path) -> None:
+    reader, writer = DiskBlobStore(tmp_path / "_raw"), DiskBlobStore(tmp_path / "_raw")
+    assert not reader.has(b3(b"later"))  # the reader has read the (no) packs' tables
+    with writer.staging_area() as area:
+        pack = PackWriter(writer, area)
+        address = pack.add(b"later")
+        writer.publish([pack.seal()])  # type: ignore[list-item]
+    assert not reader.has(address)  # as far as it has looked: a pack is not found by `has`...
+    assert reader.get(address) == b"later"  # ...but a read that misses looks again
+    assert reader.has(address) and reader.rehash(address) == address
+
+
+@given(st.dictionaries(st.binary(max_size=8), st.binary(max_size=300), max_size=12))
+def test_a_pack_gives_back_each_blob_it_was_made_of(items: dict[bytes, bytes]) -> None:
+    blobs = {b3(data + key): data for key, data in items.items()}  # any address, any bytes
+    data = pack_bytes(blobs)
+    assert pack_bytes(dict(reversed(blobs.items()))) == data  # the same blobs, the same pack
+    entries = pack_entries(lambda offset, n: data[offset : offset + n], len(data))
+    assert [a for a, _, _ in entries] == sorted(blobs)
+    assert {a: data[o : o + n] for a, o, n in entries} == blobs
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: b"RAYTPAKX" + d[8:],  # not a pack's magic
+        lambda d: d[:8] + (10**6).to_bytes(4, "little") + d[12:],  # a table longer than the file
+        lambda d: d[:-1],  # the last blob's entry points past the end
+        lambda d: d[:4],  # shorter than the header
+    ],
+)
+def test_a_damaged_pack_table_is_refused(damage: Callable[[bytes], bytes]) -> None:
+    data = damage(pack_bytes({b3(b"a"): b"a", b3(b"bb"): b"bb"}))
+    with pytest.raises(ValueError):
+        pack_entries(lambda offset, n: data[offset : offset + n], len(data))
+
+
+def _packed(disk: DiskBlobStore, *blobs: bytes) -> Path:
+    with disk.staging_area() as area:
+        pack = PackWriter(disk, area)
+        for data in blobs:
+            pack.add(data)
+        staged = pack.seal()
+        assert staged
+        disk.publish([staged])
+    return disk.root / "blake3" / "packs" / staged[0]
+
+
+def test_an_altered_packed_blob_is_found(disk: DiskBlobStore) -> None:
+    path = _packed(disk, b"first blob", b"second blob")
+    path.chmod(0o644)
+    path.write_bytes(path.read_bytes().replace(b"second blob", b"second blub"))
+    address = b3(b"second blob")
+    with pytest.raises(ChecksumMismatch):
+        disk.get(address)
+    assert disk.rehash(address) == b3(b"second blub")
+    assert disk.get(b3(b"first blob")) == b"first blob"  # the pack's other blob is intact
+    rows, problem = disk.rehash_unit(f"packs/{path.name}")
+    assert sorted(rows) == sorted(
+        [(b3(b"first blob"), b3(b"first blob"), 10), (address, b3(b"second blub"), 11)]
+    )
+    assert problem and "not to its name" in problem
+
+
+def test_a_pack_that_is_not_one_hides_its_blobs_and_is_reported(disk: DiskBlobStore) -> None:
+    path = _packed(disk, b"lost with its pack")
+    path.chmod(0o644)
+    path.write_bytes(b"garbage!" + path.read_bytes()[8:])
+    fresh = DiskBlobStore(disk.root)
+    with pytest.raises(BlobMissing):
+        fresh.get(b3(b"lost with its pack"))
+    assert list(fresh.addresses()) == []
+    rows, problem = fresh.rehash_unit(f"packs/{path.name}")
+    assert rows == [] and problem and "not a readable pack" in problem
+    assert fresh.hash_units() == [f"packs/{path.name}"]
+
+
+def test_a_foreign_file_among_the_packs_is_a_stray(disk: DiskBlobStore) -> None:
+    path = _packed(disk, b"kept")
+    foreign = path.parent / "notes.txt"
+    foreign.write_bytes(b"not a pack")
+    assert disk.stray_files() == [foreign]
+    assert disk.hash_units() == [f"packs/{path.name}"]  # strays are not hashed as packs
 
 
 def test_staging_area_removes_what_a_killed_run_left(disk: DiskBlobStore, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import default_sigint, run_cli, write
+from conftest import blob_bytes, default_sigint, run_cli, write
 
 POINTS = [
     "ingest.take",
@@ -51,25 +51,32 @@ def test_kill_during_ingest_keeps_the_previous_generation(workspace: Path, point
 
 
 def test_kill_before_publish_leaves_no_blob_at_its_address(workspace: Path) -> None:
-    """Workers stage new blobs unsynced; until the parent has synced and published them,
-    nothing is at their addresses, and the next ingest clears what the killed one staged."""
+    """Workers stage new blobs unsynced, in packs; until the parent has synced and published
+    them, nothing is found at their addresses, and the next ingest clears what the killed one
+    staged."""
     import blake3
+
+    from raytsystem.storage.blobs import DiskBlobStore, pack_entries
 
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
     data = b"The limit is 9 requests per second.\n"
     (workspace / "docs/a.md").write_bytes(data)
     address = blake3.blake3(data).hexdigest()
-    blob = workspace / "_raw" / "blake3" / address[:2] / address
     staging = workspace / "_raw" / ".staging"
 
     killed = run_cli("ingest", cwd=workspace, env={"RAYTSYSTEM_CRASH_AT": "ingest.before_publish"})
     assert killed.code == -signal.SIGKILL
-    assert not blob.exists()
-    assert [p.read_bytes() for p in staging.iterdir() if p.name.startswith(address)] == [data]
+    assert DiskBlobStore(workspace / "_raw").location(address) is None
+    staged = {}
+    for pack in staging.glob("*.pack-*"):
+        held = pack.read_bytes()
+        for a, offset, n in pack_entries(lambda o, k, held=held: held[o : o + k], len(held)):
+            staged[a] = held[offset : offset + n]
+    assert staged[address] == data
 
     assert run_cli("ingest", cwd=workspace).code == 0
-    assert blob.read_bytes() == data and not staging.exists()
+    assert blob_bytes(workspace / "_raw", address) == data and not staging.exists()
     assert run_cli("verify", cwd=workspace).code == 0
 
 

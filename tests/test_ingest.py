@@ -48,6 +48,22 @@ def test_unchanged_detection_survives_a_lost_stat_cache(workspace: Path) -> None
     assert not second["created"] and second["generation"] == first["generation"]
 
 
+def test_a_lost_pack_is_restored_from_unchanged_files(workspace: Path) -> None:
+    """The README's repair: with a pack deleted (every raw and normalized blob in it lost) and
+    the stat cache too, an ingest stores the raw bytes again from the files and makes the
+    normalized texts again with the same adapter; nothing new is made and verify passes."""
+    write(workspace, "docs/a.md", "# A\n\nAlpha is *first*.\n")
+    write(workspace, "docs/b.md", "Beta is second.\n")
+    first = ingest(workspace)
+    [pack] = (workspace / "_raw" / "blake3" / "packs").iterdir()
+    pack.unlink()
+    assert run_cli("verify", cwd=workspace).code == 3
+    (workspace / ".raytsystem/statcache.sqlite3").unlink()
+    second = ingest(workspace)
+    assert not second["created"] and second["generation"] == first["generation"]
+    assert run_cli("verify", cwd=workspace).code == 0
+
+
 def _age(*paths: Path) -> None:
     """Make files old enough to be trusted by stat alone (not "racily clean")."""
     for path in paths:
@@ -312,7 +328,7 @@ def test_human_output_names_the_generation_and_findings(workspace: Path, backend
 
 
 def _niceness_after_start(parent: int) -> int:
-    ingest_module._start_worker(parent)
+    ingest_module._start_worker(parent, Path("_raw"))
     return os.nice(0)
 
 

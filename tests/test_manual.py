@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, write
+from conftest import blob_bytes, run_cli, write
 
 DOC_X = """# Payments
 
@@ -164,7 +164,7 @@ def subjects(report: dict[str, Any], code: str) -> set[str]:
 def normalized_text(ws: Path, normalization_id: str) -> str:
     """The normalized text, read from its blob in _raw/ (located through `show`)."""
     blob = show(ws, normalization_id)["normalization"]["text_blob"]
-    return (ws / "_raw" / "blake3" / blob[:2] / blob).read_text(encoding="utf-8")
+    return blob_bytes(ws / "_raw", blob).decode("utf-8")
 
 
 def check_evidence(ws: Path, citations: list[dict[str, Any]]) -> None:

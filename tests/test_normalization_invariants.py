@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import CORPORA, process_one
+from conftest import CORPORA, process_one, store_for
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,7 +57,6 @@ from raytsystem.pipeline.files import (
     revision_id_for,
     source_id_for,
 )
-from raytsystem.storage.blobs import DiskBlobStore
 
 MAX_BYTES = 10 * 1024 * 1024
 CORPUS_BUDGET_SECONDS = 60.0
@@ -92,7 +91,7 @@ def check_file(data: bytes, result: FileResult, raw_root: Path) -> None:
     assert result.outcome == "new", (result.outcome, result.finding)
     assert result.normalization["status"] == "ok", result.normalization
     nid = str(result.normalization["id"])
-    store = DiskBlobStore(raw_root)
+    store = store_for(raw_root)
     text = store.get(str(result.normalization["text_blob"])).decode("utf-8")
     raw_lines = decode(data).split("\n")
     assert store.get(result.blob) == data

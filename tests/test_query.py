@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import stat
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPORA, Backend, run_cli, write
+from conftest import CORPORA, Backend, blob_bytes, run_cli, tamper_blob, write
 
 from raytsystem.model.objects import claim_hash, evidence_id
 
@@ -77,10 +76,10 @@ def check_independently(ws: Path, body: dict[str, Any]) -> None:
                 " ".join(excerpt.split()) == citation["claim"]["statement"]
                 or ev["role"] == "citation"
             )
-            raw_path = ws / "_raw" / "blake3" / ev["raw_blake3"][:2] / ev["raw_blake3"]
             import blake3
 
-            assert blake3.blake3(raw_path.read_bytes()).hexdigest() == ev["raw_blake3"]
+            raw = blob_bytes(ws / "_raw", ev["raw_blake3"])
+            assert blake3.blake3(raw).hexdigest() == ev["raw_blake3"]
             raw_lines = (ws / ev["source_path"]).read_text(encoding="utf-8").splitlines()
             held = " ".join(raw_lines[ev["lines"]["start"] - 1 : ev["lines"]["end"]])
             for word in excerpt.split():
@@ -178,20 +177,15 @@ def _cited(kb: Path) -> dict[str, Any]:
     return body["citations"][0]
 
 
-def _overwrite(path: Path, transform: Any) -> None:
-    os.chmod(path, stat.S_IWUSR | stat.S_IRUSR)
-    path.write_bytes(transform(path.read_bytes()))
-
-
 def test_fails_closed_when_a_raw_blob_is_altered(kb: Path) -> None:
     raw = _cited(kb)["evidence"][0]["raw_blake3"]
-    _overwrite(kb / "_raw/blake3" / raw[:2] / raw, lambda b: b.replace(b"5", b"6"))
+    tamper_blob(kb / "_raw", raw, lambda b: b.replace(b"5", b"6"))
     assert fail_closed(kb, "how many retry attempts")["code"] == "raw_blob_corrupt"
 
 
 def test_fails_closed_when_a_raw_blob_is_missing(kb: Path) -> None:
     raw = _cited(kb)["evidence"][0]["raw_blake3"]
-    (kb / "_raw/blake3" / raw[:2] / raw).unlink()
+    tamper_blob(kb / "_raw", raw, lambda b: None)
     assert fail_closed(kb, "how many retry attempts")["code"] == "blob_missing"
 
 
@@ -199,7 +193,7 @@ def test_fails_closed_when_the_normalized_text_is_altered(kb: Path, backend: Bac
     nid = _cited(kb)["evidence"][0]["normalization_id"]
     with backend.db(kb) as db:
         ((blob,),) = db.execute("SELECT text_blob FROM normalizations WHERE id = ?", (nid,))
-    _overwrite(kb / "_raw/blake3" / blob[:2] / blob, lambda b: b.replace(b"at most", b"at least"))
+    tamper_blob(kb / "_raw", blob, lambda b: b.replace(b"at most", b"at least"))
     assert fail_closed(kb, "how many retry attempts")["code"] == "normalized_text_corrupt"
 
 

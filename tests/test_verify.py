@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Backend, run_cli, write
+from conftest import Backend, blob_file, run_cli, tamper_blob, write
+
+from raytsystem.storage.blobs import DiskBlobStore
 
 FILES = {
     "docs/payments.md": """# Payments
@@ -83,10 +85,8 @@ def test_clean_workspace_verifies(built: Path) -> None:
 # --- corruptions -----------------------------------------------------------------------------
 
 
-def blobs(ws: Path) -> list[Path]:
-    return sorted(
-        p for p in (ws / "_raw" / "blake3").glob("*/*") if p.is_file() and len(p.name) == 64
-    )
+def first_blob(ws: Path) -> str:
+    return next(iter(DiskBlobStore(ws / "_raw").addresses()))
 
 
 def ledger_sql(sql: str) -> Callable[[Path], None]:
@@ -102,13 +102,22 @@ def ledger_sql(sql: str) -> Callable[[Path], None]:
 
 
 def alter_blob(ws: Path) -> None:
-    path = blobs(ws)[0]
-    path.chmod(0o644)
-    path.write_bytes(path.read_bytes() + b" tampered")
+    tamper_blob(ws / "_raw", first_blob(ws), lambda b: b + b" tampered")
 
 
 def delete_blob(ws: Path) -> None:
-    blobs(ws)[0].unlink()
+    tamper_blob(ws / "_raw", first_blob(ws), lambda b: None)
+
+
+def break_pack_table(ws: Path) -> None:
+    """A pack whose first bytes are no longer a pack's: none of its blobs can be found."""
+    path, _, _ = blob_file(ws / "_raw", first_blob(ws))
+    path.chmod(0o644)
+    path.write_bytes(b"garbage!" + path.read_bytes()[8:])
+
+
+def stray_in_packs(ws: Path) -> None:
+    (ws / "_raw" / "blake3" / "packs" / "half-a-pack.tmp").write_bytes(b"half a pack")
 
 
 def stray_temp_file(ws: Path) -> None:
@@ -138,9 +147,13 @@ def delete_index(ws: Path) -> None:
 
 
 CORRUPTIONS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
-    "blob altered": (alter_blob, {"blob_corrupt"}),
-    "blob deleted": (delete_blob, {"blob_missing"}),
+    # Ingest packs its blobs: altering one also changes its pack, which no longer hashes to
+    # its name; deleting one rewrites the pack without it.
+    "blob altered": (alter_blob, {"blob_corrupt", "pack_corrupt"}),
+    "blob deleted": (delete_blob, {"blob_missing", "pack_corrupt"}),
+    "pack table broken": (break_pack_table, {"pack_corrupt", "blob_missing"}),
     "stray temp file": (stray_temp_file, {"stray_file"}),
+    "stray file among the packs": (stray_in_packs, {"stray_file"}),
     "claim statement": (
         ledger_sql(
             "UPDATE claims SET statement = statement || ' Not.' "

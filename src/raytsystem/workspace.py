@@ -40,15 +40,18 @@ GITIGNORE_LINES: Final = ("/_raw/blake3/", "/_raw/.staging/", "/.raytsystem/")
 RAW_README: Final = """\
 # _raw/ — the content-addressed raw store
 
-Every file raytsystem ingests is stored here once, byte for byte, under its BLAKE3 hash:
-`_raw/blake3/<first 2 hex digits>/<64 hex digits>`. Normalized texts live here too.
+Every file raytsystem ingests is stored here once, byte for byte, under its BLAKE3 hash, and
+so is every normalized text. Ingest writes the new blobs of a few files as one pack,
+`_raw/blake3/packs/<64 hex digits>.pack` (named by the BLAKE3 of the pack itself: a table of
+addresses, offsets and lengths, then the blobs); a blob stored on its own is
+`_raw/blake3/<first 2 hex digits>/<64 hex digits>`.
 
-- Blobs are write-once and read-only: nothing ever edits or replaces one.
-- `raytsystem verify` re-hashes every blob; a blob whose bytes no longer match its name makes
-  every answer that cites it fail closed.
+- Blobs and packs are write-once and read-only: nothing ever edits or replaces one.
+- `raytsystem verify` re-hashes every blob and pack; a blob whose bytes no longer match its
+  address makes every answer that cites it fail closed.
 - The blobs are git-ignored (`/_raw/blake3/` in .gitignore); this README is not.
 - `_raw/.staging/` exists only while an ingest runs (or until the next one, after a kill): it
-  holds new blobs until they are synced to disk and published under their names.
+  holds new packs until they are synced to disk and published under their names.
 """
 
 

@@ -2,8 +2,9 @@
 
 `process_file` is a pure function of the file's bytes (plus the blob writes, which are
 idempotent), so it runs in worker processes and its results are identical in any order; the
-parent sorts them by path before anything depends on order. Blobs are written here, before the
-parent writes the ledger rows that point to them.
+parent sorts them by path before anything depends on order. `process_chunk` runs it on a few
+files and stages their new blobs as one pack (ADR 0025), before the parent writes the ledger
+rows that point to them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..canonical import canonical_json, json_text
@@ -22,7 +22,7 @@ from ..model.generation import source_digest
 from ..model.index import source_rows_digest
 from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, confirmed_claim_hash
 from ..model.text import Finding, NotText, decode
-from ..storage.blobs import DiskBlobStore, address_of
+from ..storage.blobs import DiskBlobStore, PackWriter, address_of
 from ..workspace import is_note
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
 from .staging import state_evidence
@@ -58,11 +58,11 @@ def normalization_id_for(revision_id: str, adapter: Adapter) -> str:
 class FileTask:
     path: str
     disk: str
-    raw_root: str
-    staging_dir: str  # where new blobs are written until the parent publishes them
+    staging_dir: str  # where new blobs are staged (in packs) until the parent publishes them
     max_bytes: int
     active_blob: str | None
     active_adapter: str | None
+    active_text: str | None = None  # the active normalization's text blob
 
 
 Row = tuple[Any, ...]  # a row in its table's column order, as a plain tuple
@@ -85,7 +85,8 @@ class FileResult:
     size: int = 0
     media_type: str = ""
     revision_id: str = ""
-    # (address, temp file) of each new blob, published by the parent before any row points to it
+    # (pack name, temp file) of the staged pack holding the new blobs of this file (and of the
+    # others of its chunk), published by the parent before any row points to them
     staged: list[tuple[str, str]] = field(default_factory=list)
     normalization: dict[str, object] = field(default_factory=dict)
     segments: list[Row] = field(default_factory=list)
@@ -114,7 +115,33 @@ class FileResult:
         ]
 
 
-def process_file(task: FileTask) -> FileResult:
+def process_chunk(tasks: list[FileTask], store: DiskBlobStore) -> list[FileResult]:
+    """`process_file` on each task, their new blobs staged as one pack."""
+    if not tasks:
+        return []
+    pack = PackWriter(store, tasks[0].staging_dir)
+    results = [process_file(task, pack) for task in tasks]
+    sealed = pack.seal()
+    if sealed:
+        for result in results:
+            if result.outcome == "new":
+                result.staged.append(sealed)
+    return results
+
+
+def _restore_text(data: bytes, adapter: Adapter, address: str, store: DiskBlobStore) -> None:
+    """Store the normalized text at `address` again if the adapter makes it from `data`
+    (it does, being deterministic; anything else is left for `verify` to report)."""
+    try:
+        text = adapter.run(decode(data)).text.encode("utf-8")
+    except Exception:  # it made this text once; if it cannot now, verify reports it missing
+        return
+    if address_of(text) == address:
+        store.put(text)
+
+
+def process_file(task: FileTask, pack: PackWriter) -> FileResult:
+    """What one file holds; its new blobs are added to `pack`."""
     path = task.path
     try:
         size = os.stat(task.disk).st_size
@@ -134,17 +161,19 @@ def process_file(task: FileTask) -> FileResult:
     media_type = media_type_for(path)
     adapter = adapter_for(media_type)
     if blob == task.active_blob and adapter_key(adapter) == task.active_adapter:
-        store = DiskBlobStore(Path(task.raw_root))
-        if not store.has(blob):
-            store.put(data)  # the raw blob was lost: the file still has its bytes
+        # A lost blob is stored again from the file, which still has the bytes (the repair
+        # the README describes); a lost normalized text is made again by the same adapter.
+        if not pack.store.has(blob):
+            pack.store.put(data)
+        if task.active_text and not pack.store.has(task.active_text):
+            _restore_text(data, adapter, task.active_text, pack.store)
         return FileResult(path, "unchanged", blob=blob, size=len(data))
     try:
         text = decode(data)
     except NotText as exc:
         return _skip(path, exc.code, exc.message)
 
-    store = DiskBlobStore(Path(task.raw_root))
-    _, raw_tmp = store.stage(data, task.staging_dir, blob)
+    pack.add(data, blob)
     source_id = source_id_for(path)
     revision_id = revision_id_for(source_id, blob)
     normalization_id = normalization_id_for(revision_id, adapter)
@@ -155,7 +184,6 @@ def process_file(task: FileTask) -> FileResult:
         size=len(data),
         media_type=media_type,
         revision_id=revision_id,
-        staged=[(blob, raw_tmp)] if raw_tmp else [],
     )
     row: dict[str, object] = {
         "id": normalization_id,
@@ -182,9 +210,7 @@ def process_file(task: FileTask) -> FileResult:
         result.normalization = row
         result.findings.append(Finding("normalize_failed", path, message, "error"))
         return result
-    text_blob, tmp = store.stage(normalized.text.encode("utf-8"), task.staging_dir)
-    if tmp:
-        result.staged.append((text_blob, tmp))
+    text_blob = pack.add(normalized.text.encode("utf-8"))
     segments = segment_rows(normalization_id, normalized)
     row.update(
         status="ok",

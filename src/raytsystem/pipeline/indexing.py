@@ -10,6 +10,7 @@ digests) of one patched generation after generation.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import posixpath
@@ -406,11 +407,17 @@ def generation_digest(
     return index_file.rows_digest(digests)
 
 
+@functools.cache
+def _helper_store(raw_root: str) -> DiskBlobStore:
+    """A helper's one store for all its steps: the packs' tables are read once (ADR 0025)."""
+    return DiskBlobStore(Path(raw_root))
+
+
 def _step_digests(task: tuple[int, str, list[state.ActiveSource]]) -> dict[str, str]:
     """In a helper process: the digests of some of generation `number`'s sources."""
     number, raw_root, part = task
     with helper_engine().connect() as conn:
-        rows = _step_rows(conn, DiskBlobStore(Path(raw_root)), number, part)
+        rows = _step_rows(conn, _helper_store(raw_root), number, part)
     return {source_id: index_file.source_rows_digest(r) for source_id, r in rows.items()}
 
 

@@ -4,7 +4,7 @@ The order of work is what makes a crash harmless:
 
 1. take the workspace writer lock; read the current head (the parent generation);
 2. find the files that may have changed (stat cache) and process them in worker processes:
-   raw blob, normalization blob, segments, claims, index rows (`files.process_file`);
+   raw blob, normalization blob, segments, claims, index rows (`files.process_chunk`);
 3. as the results stream in, batch by batch: write their immutable rows (content-addressed,
    so writing them twice is harmless), write their claim states ahead, opened at the new
    generation's number, which no reader asks for before the head moves there (`staging.py`),
@@ -37,6 +37,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Table, insert, update
@@ -76,7 +77,7 @@ from .files import (
     FileTask,
     adapter_key,
     now_iso,
-    process_file,
+    process_chunk,
     source_id_for,
 )
 from .indexing import SourceForIndex, index_rows, rebuild
@@ -84,6 +85,7 @@ from .manual import resolve_manual
 from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
+CHUNK = 64  # files a worker takes at once; their new blobs make one pack (ADR 0025)
 BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
 # Workers run this much nicer than the writer. The writer is the one serial part: with equal
@@ -153,21 +155,28 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]
     insert_rows(conn, table.name, [c.name for c in table.columns], rows, existing="skip")
 
 
+_worker_store: DiskBlobStore | None = None  # a worker's view of the raw store, for one ingest
+
+
 def _process_chunk(tasks: list[FileTask]) -> bytes:
     """A chunk's results, pickled here: the pool's result thread then passes bytes on, and the
     main thread unpickles them as it takes them, instead of two threads of the writing process
     taking turns at the GIL."""
-    return pickle.dumps([process_file(task) for task in tasks], pickle.HIGHEST_PROTOCOL)
+    assert _worker_store is not None
+    return pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
 
 
-def _start_worker(parent: int) -> None:
+def _start_worker(parent: int, raw_root: Path) -> None:
+    global _worker_store
+    # One store per worker for the whole ingest: the packs' tables are read once.
+    _worker_store = DiskBlobStore(raw_root)
     start_helper(parent)
     with contextlib.suppress(OSError):  # a process may not be allowed to change it: no matter
         os.nice(WORKER_NICENESS)
 
 
 def _results(
-    tasks: list[FileTask], jobs: int, progress: Progress | None
+    tasks: list[FileTask], store: DiskBlobStore, jobs: int, progress: Progress | None
 ) -> Generator[FileResult, None, None]:
     """Results in task order (sorted by path), as soon as each is ready.
 
@@ -186,10 +195,11 @@ def _results(
         return result
 
     if jobs <= 1 or len(tasks) < PARALLEL_THRESHOLD:
-        for task in tasks:
-            yield report(process_file(task))
+        for i in range(0, len(tasks), CHUNK):
+            for result in process_chunk(tasks[i : i + CHUNK], store):
+                yield report(result)
         return
-    size = max(1, min(16, len(tasks) // (jobs * 8) or 1))
+    size = max(1, min(CHUNK, len(tasks) // (jobs * 8) or 1))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     room = threading.Semaphore(max(2 * jobs, AHEAD // size))
     # Futures in task order, then None; or the exception that stopped the feeder.
@@ -202,7 +212,7 @@ def _results(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_worker,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), store.root),
     )
     # The first submit forks every worker: from this thread, before the feeder exists (a fork
     # copies only the forking thread, and the workers die with the thread that forked them).
@@ -518,11 +528,11 @@ def ingest(
                 FileTask(
                     c.path,
                     c.disk,
-                    str(ws.raw_dir),
                     staging_dir,
                     ws.config.ingest.max_file_bytes,
                     a.blob if a else None,
                     a.adapter if a else None,
+                    a.text_blob if a else None,
                 )
             )
 
@@ -558,7 +568,7 @@ def ingest(
         )
         run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
         try:
-            with contextlib.closing(_results(tasks, jobs, progress)) as results:
+            with contextlib.closing(_results(tasks, blobs, jobs, progress)) as results:
                 for batch in _batches(results, BATCH):
                     run.take(batch)
             with run.settling_index():

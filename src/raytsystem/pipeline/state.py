@@ -122,6 +122,7 @@ class ActiveSource(NamedTuple):
     normalization_id: str | None
     adapter: str | None  # "name@version/confighash"
     digest: str
+    text_blob: str | None = None  # the normalized text's address
 
 
 def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSource]:
@@ -140,6 +141,7 @@ def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSour
             Normalization.c.adapter_version,
             Normalization.c.config_hash,
             SourceState.c.digest,
+            Normalization.c.text_blob,
         )
         .join(Source, Source.c.id == SourceState.c.source_id)
         .join(Revision, Revision.c.id == SourceState.c.revision_id)
@@ -147,9 +149,9 @@ def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSour
         .where(active(SourceState, number))
     )
     out = {}
-    for sid, path, rev, blob, media, nid, name, version, config, digest in rows:
+    for sid, path, rev, blob, media, nid, name, version, config, digest, text in rows:
         adapter = None if name is None else f"{name}@{version}/{config}"
-        out[path] = ActiveSource(sid, path, rev, blob, media, nid, adapter, digest)
+        out[path] = ActiveSource(sid, path, rev, blob, media, nid, adapter, digest, text)
     return out
 
 

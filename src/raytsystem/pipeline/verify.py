@@ -40,6 +40,7 @@ from sqlalchemy import Connection, func, select
 
 from .. import faults
 from ..canonical import sha256_hex
+from ..errors import IntegrityError
 from ..ids import make_id
 from ..model import index as index_file
 from ..model.generation import generation_hash, manifest_digest, source_digest
@@ -105,9 +106,10 @@ class VerifyReport:
 
 
 def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress | None) -> set[str]:
-    """Re-hash every blob; shards are spread over worker processes when there are many."""
+    """Re-hash every blob; shards and packs are spread over worker processes when there are
+    many."""
     started = time.perf_counter()
-    shards = store.shards()
+    units = store.hash_units()
     # More processes than cores: blobs not in the page cache are read from the disk, and more
     # reads in flight read faster (50,000 files' 577 MB from a cold cache: 63 MB/s with 2
     # processes, 125 MB/s with 8; from a warm one 8 cost nothing against 2 on 2 cores).
@@ -115,7 +117,7 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     present = set()
     count = 0
     with contextlib.ExitStack() as stack:
-        if jobs > 1 and len(shards) > 16:
+        if jobs > 1 and len(units) > 16:
             pool = ProcessPoolExecutor(
                 max_workers=jobs,
                 mp_context=multiprocessing.get_context("fork"),
@@ -124,11 +126,13 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
             )
             # Stopped (Ctrl-C, an error): the shards not started are dropped, not hashed.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            per_shard = pool.map(store.rehash_shard, shards, chunksize=8)
+            per_unit = pool.map(store.rehash_unit, units, chunksize=8)
         else:
-            per_shard = map(store.rehash_shard, shards)
-        for done, rows in enumerate(per_shard, 1):  # in shard order, as each is hashed
+            per_unit = map(store.rehash_unit, units)
+        for done, (unit, (rows, problem)) in enumerate(zip(units, per_unit, strict=True), 1):
             faults.point("verify.blobs")
+            if problem:
+                report.add("error", "pack_corrupt", unit, f"pack {unit} {problem}")
             for address, got, size in rows:
                 count += 1
                 report.raw_bytes += size
@@ -141,7 +145,7 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
                 else:
                     present.add(address)
             if progress:
-                progress("hash blobs (shards)", done, len(shards), report.raw_bytes)
+                progress("hash blobs (shards and packs)", done, len(units), report.raw_bytes)
     report.hash_seconds = time.perf_counter() - started
     report.counts["blobs"] = count
     for stray in store.stray_files():
@@ -614,11 +618,19 @@ def check_indexes(
         seen.add(gen.hash)
         for problem in problems:
             report.add("error", "index_mismatch", path.name, problem)
-        if (
-            current is not None
-            and gen.hash == current.hash
-            and generation_digest(conn, store, gen, progress) != meta.get("rows_digest")
-        ):
+        if current is None or gen.hash != current.hash:
+            continue
+        try:
+            derived = generation_digest(conn, store, gen, progress)
+        except IntegrityError as exc:  # a normalized text the rows come from: reported above
+            report.add(
+                "warning",
+                "index_unchecked",
+                path.name,
+                f"its rows cannot be derived to compare: {exc}",
+            )
+            continue
+        if derived != meta.get("rows_digest"):
             report.add(
                 "error",
                 "index_mismatch",

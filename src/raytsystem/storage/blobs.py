@@ -6,10 +6,14 @@ destination directory, fsyncs it, makes it read-only, publishes it with `os.link
 replaces an existing file), removes the temp name and fsyncs the directory. A crash leaves either
 no blob or a complete one; at worst a stray `.tmp-*` file that `verify` reports.
 
-Ingest writes thousands of blobs: its workers `stage` them unsynced in `_raw/.staging/`, and the
-parent `publish`es each batch: one filesystem sync (Linux `syncfs`; one fsync per file elsewhere),
-a link per blob to its address, one more sync for the names. The guarantee is the same (nothing
-is at an address before its bytes are on disk) for two syncs per batch instead of two per blob.
+Ingest writes thousands of blobs, and a file per blob costs the kernel more than hashing and
+writing its bytes (ADR 0025). Its workers write the new blobs of a chunk of files as one *pack*:
+a read-only file `_raw/blake3/packs/<64 hex>.pack`, named by the BLAKE3 of its own bytes, that
+holds a table of (address, offset, length) and then the blobs. A `PackWriter` stages the pack
+unsynced in `_raw/.staging/`; the parent `publish`es each batch: one filesystem sync (Linux
+`syncfs`; one fsync per file elsewhere), a link per pack, one more sync for the names. The
+guarantee is `put`'s (nothing can be found before its bytes are on disk) for two syncs per batch.
+A blob is found loose first, then in the packs; the packs' tables are read once per store.
 
 `get` always re-hashes what it read and raises `ChecksumMismatch` when the bytes no longer match
 their address, so no caller can use altered bytes by accident. An address is checked for form
@@ -26,7 +30,8 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator
+import struct
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -39,6 +44,15 @@ ALGORITHM: Final = "blake3"
 _ADDRESS_RE: Final = re.compile(r"[0-9a-f]{64}")
 _CHUNK: Final = 1 << 20
 STAGING: Final = ".staging"  # under the store's root, beside `blake3/`: same filesystem
+PACKS: Final = "packs"  # under `blake3/`, beside the shards: never a shard's two hex digits
+_PACK_RE: Final = re.compile(r"[0-9a-f]{64}\.pack")
+# A pack: magic and entry count, the entries sorted by address (32-byte digest, offset from the
+# start of the file, length), then the blobs in that order.
+_PACK_HEAD: Final = struct.Struct("<8sI")
+_PACK_ENTRY: Final = struct.Struct("<32sQQ")
+_PACK_MAGIC: Final = b"RAYTPAK1"
+
+Location = tuple[str, int, int]  # (pack file, offset, length)
 
 
 def check_address(address: str) -> str:
@@ -48,8 +62,51 @@ def check_address(address: str) -> str:
     return address
 
 
-def address_of(data: bytes) -> str:
+def address_of(data: bytes | memoryview) -> str:
     return blake3.blake3(data).hexdigest()
+
+
+def pack_bytes(blobs: dict[str, bytes]) -> bytes:
+    """The pack holding `blobs` (address -> bytes): the same blobs make the same bytes."""
+    items = sorted(blobs.items())
+    offset = _PACK_HEAD.size + _PACK_ENTRY.size * len(items)
+    parts = [_PACK_HEAD.pack(_PACK_MAGIC, len(items))]
+    for address, data in items:
+        parts.append(_PACK_ENTRY.pack(bytes.fromhex(address), offset, len(data)))
+        offset += len(data)
+    parts.extend(data for _, data in items)
+    return b"".join(parts)
+
+
+def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int]]:
+    """(address, offset, length) of each blob in a pack of `size` bytes, given
+    `read(offset, n)`; ValueError if the table is not a pack's or points outside the file."""
+    head = read(0, _PACK_HEAD.size)
+    if len(head) < _PACK_HEAD.size or head[:8] != _PACK_MAGIC:
+        raise ValueError("it does not start as a pack")
+    count = _PACK_HEAD.unpack(head)[1]
+    start = _PACK_HEAD.size + count * _PACK_ENTRY.size
+    if start > size:
+        raise ValueError(f"its table of {count} entries is longer than the file")
+    table = read(_PACK_HEAD.size, count * _PACK_ENTRY.size)
+    entries = []
+    for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
+        if offset < start or offset + length > size:
+            raise ValueError(f"an entry points outside the file ({offset}+{length})")
+        entries.append((digest.hex(), offset, length))
+    return entries
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    parts = []
+    while length:
+        part = os.pread(fd, length, offset)
+        if not part:
+            break  # the file is shorter than its table says: the caller's hash will differ
+        parts.append(part)
+        length -= len(part)
+        offset += len(part)
+    return b"".join(parts)
 
 
 class BlobStore(Protocol):
@@ -100,14 +157,21 @@ class MemoryBlobStore:
 
 
 class DiskBlobStore:
-    """Blobs as read-only files under `root/blake3/<2 hex>/<64 hex>`."""
+    """Blobs as read-only files under `root/blake3/<2 hex>/<64 hex>` (loose) or in read-only
+    packs under `root/blake3/packs/` (ADR 0025)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._base = root / ALGORITHM
+        self._packs = self._base / PACKS
         self._made: set[Path] = set()  # shard folders known to exist
+        # Where each packed blob is, from the tables of the packs read so far (None: none yet).
+        self._packed: dict[str, Location] | None = None
+        self._indexed: set[str] = set()  # the packs whose tables are in `_packed`
+        self._published: set[tuple[str, str]] = set()  # staged packs this store linked
 
     def path(self, address: str) -> Path:
+        """Where the blob is, or would be, loose."""
         check_address(address)
         return self._base / address[:2] / address
 
@@ -135,17 +199,17 @@ class DiskBlobStore:
         _fsync(directory)
         return address
 
-    # --- many blobs at once: stage (workers), then publish (the ingest parent) ----------------
+    # --- many blobs at once: packs staged by the workers, published by the ingest parent ------
 
     @contextlib.contextmanager
     def staging_area(self) -> Iterator[str]:
-        """A folder for `stage`, removed afterwards, whatever happens. The caller holds the
+        """A folder for `PackWriter`, removed afterwards, whatever happens. The caller holds the
         workspace writer lock: what an earlier, killed run left there is removed first."""
         area = self.root / STAGING
         if area.exists():
-            # A killed run may have linked blobs without reaching its second sync: make their
+            # A killed run may have linked packs without reaching its second sync: make their
             # names durable before anything can find them there and point a row at them.
-            _sync(self._shard_dirs(), self.root)
+            _sync(self._folders(), self.root)
             shutil.rmtree(area, ignore_errors=True)
         area.mkdir(parents=True)
         # Workspaces made before this folder existed do not git-ignore it.
@@ -155,77 +219,143 @@ class DiskBlobStore:
         finally:
             shutil.rmtree(area, ignore_errors=True)
 
-    def stage(
-        self, data: bytes, staging_dir: str, address: str | None = None
-    ) -> tuple[str, str | None]:
-        """(address, temp file) for `data`, written unsynced under a name of its own in
-        `staging_dir`; the temp file is None when the blob is already in the store. `address`
-        is `address_of(data)` when the caller has just computed it (a large file is not
-        hashed twice).
-
-        Nothing is visible at the address until `publish`, so a crash can never leave a
-        published blob whose bytes did not reach the disk."""
-        address = address or address_of(data)
-        if os.path.exists(self.path(address)):
-            return address, None
-        tmp = f"{staging_dir}/{address}-{os.getpid()}-{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        return address, tmp
-
     def publish(self, staged: Iterable[tuple[str, str]]) -> None:
-        """Make staged blobs durable, then visible at their addresses, then their names durable.
+        """Make staged packs, (pack name, temp file) from `PackWriter.seal`, durable, then
+        visible, then their names durable; a pack published before is skipped.
 
         One filesystem sync covers every temp file (Linux `syncfs`; elsewhere one fsync per
-        file), so a batch of blobs costs two syncs instead of two fsyncs per blob."""
-        pending = sorted(set(staged))
+        file), so a batch costs two syncs, however many blobs its packs hold."""
+        pending = sorted(set(staged) - self._published)
         if not pending:
             return
         _sync([tmp for _, tmp in pending], self.root)
-        finals = [self.path(address) for address, _ in pending]
-        for final, (_, tmp) in zip(finals, pending, strict=True):
-            if final.parent not in self._made:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                self._made.add(final.parent)
-            with contextlib.suppress(FileExistsError):  # the same bytes staged twice
-                os.link(tmp, final)
+        if not self._packs.is_dir():
+            self._packs.mkdir(parents=True, exist_ok=True)
+        for name, tmp in pending:
+            with contextlib.suppress(FileExistsError):  # the same pack staged twice
+                os.link(tmp, self._packs / name)
             os.unlink(tmp)
-        # The names: the shard folders, and the base for shard folders made just now.
-        _sync([self._base, *sorted({f.parent for f in finals})], self.root)
+            self._published.add((name, tmp))
+            if self._packed is not None:
+                self._index_pack(name)
+        # The names: the packs folder, and the base in case the packs folder is new.
+        _sync([self._base, self._packs], self.root)
 
-    def get(self, address: str) -> bytes:
-        path = self.path(address)
+    # --- reading ---------------------------------------------------------------------------
+
+    def pack_names(self) -> list[str]:
         try:
-            data = path.read_bytes()
+            return sorted(e.name for e in os.scandir(self._packs) if _PACK_RE.fullmatch(e.name))
+        except FileNotFoundError:
+            return []
+
+    def _index_pack(self, name: str) -> None:
+        """Add a pack's table to `_packed`. A pack that cannot be read or is not a pack is
+        left out: its blobs are missing here, and `verify` reports the pack."""
+        assert self._packed is not None
+        self._indexed.add(name)
+        path = str(self._packs / name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                entries = pack_entries(
+                    lambda offset, n: _pread(fd, n, offset), os.fstat(fd).st_size
+                )
+            finally:
+                os.close(fd)
+        except (OSError, ValueError):
+            return
+        for address, offset, length in entries:
+            self._packed.setdefault(address, (path, offset, length))
+
+    def _look(self) -> dict[str, Location]:
+        """Read the tables of the packs not read yet (published since, by any process)."""
+        if self._packed is None:
+            self._packed = {}
+        for name in self.pack_names():
+            if name not in self._indexed:
+                self._index_pack(name)
+        return self._packed
+
+    def _packed_at(self, address: str, *, look_again: bool) -> Location | None:
+        """Where `address` is packed, from the tables read so far; with `look_again`, a miss
+        first reads the tables of packs published since."""
+        if self._packed is None or (look_again and address not in self._packed):
+            self._look()
+        assert self._packed is not None
+        return self._packed.get(address)
+
+    def location(self, address: str) -> tuple[Path, int, int] | None:
+        """(file, offset, length) of the blob's bytes: its own file, else the pack that holds
+        it; None when it is in neither."""
+        loose = self.path(address)
+        with contextlib.suppress(FileNotFoundError):
+            return loose, 0, loose.stat().st_size
+        where = self._packed_at(address, look_again=True)
+        return None if where is None else (Path(where[0]), where[1], where[2])
+
+    def _read(self, address: str) -> bytes:
+        try:
+            return self.path(address).read_bytes()
+        except FileNotFoundError:
+            pass
+        where = self._packed_at(address, look_again=True)
+        if where is None:
+            raise BlobMissing(address)
+        pack, offset, length = where
+        try:
+            fd = os.open(pack, os.O_RDONLY)
         except FileNotFoundError:
             raise BlobMissing(address) from None
+        try:
+            return _pread(fd, length, offset)
+        finally:
+            os.close(fd)
+
+    def get(self, address: str) -> bytes:
+        data = self._read(address)
         got = address_of(data)
         if got != address:
             raise ChecksumMismatch(address, address, got)
         return data
 
     def has(self, address: str) -> bool:
-        return self.path(address).is_file()
+        """Whether the blob is stored, as far as this store has looked: a pack published by
+        another process after this store first read the tables is not seen (whoever acts on a
+        False then stores the blob again, which is harmless)."""
+        return self.path(address).is_file() or (
+            self._packed_at(address, look_again=False) is not None
+        )
 
     def rehash(self, address: str) -> str:
-        """Stream the blob through BLAKE3 and return what it hashes to now."""
+        """Hash the blob's bytes as they are now and return the address they make."""
         try:
             return _hash_file(self.path(address))[0]
         except FileNotFoundError:
-            raise BlobMissing(address) from None
+            pass
+        return address_of(self._read(address))
 
-    def _shard_dirs(self) -> list[Path]:
-        return [self._base, *(self._base / name for name in self.shards())]
+    # --- the whole store: verify ------------------------------------------------------------
+
+    def _folders(self) -> list[Path]:
+        shards = [self._base / name for name in self.shards()]
+        return [self._base, *shards, *([self._packs] if self._packs.is_dir() else [])]
 
     def shards(self) -> list[str]:
         if not self._base.is_dir():
             return []
-        return sorted(e.name for e in os.scandir(self._base) if e.is_dir())
+        return sorted(e.name for e in os.scandir(self._base) if e.is_dir() and e.name != PACKS)
+
+    def hash_units(self) -> list[str]:
+        """What `rehash_unit` takes: each shard folder, then each pack as `packs/<name>`."""
+        return [*self.shards(), *(f"{PACKS}/{name}" for name in self.pack_names())]
+
+    def rehash_unit(self, unit: str) -> tuple[list[tuple[str, str, int]], str | None]:
+        """(address, what its bytes hash to now or "" if unreadable, size) for each blob of a
+        shard or a pack, and what is wrong with the pack as a whole, if anything."""
+        if unit.startswith(f"{PACKS}/"):
+            return self.rehash_pack(unit.removeprefix(f"{PACKS}/"))
+        return self.rehash_shard(unit), None
 
     def rehash_shard(self, shard: str) -> list[tuple[str, str, int]]:
         """(address, what its bytes hash to now or "" if unreadable, size) for a shard's blobs.
@@ -243,29 +373,88 @@ class DiskBlobStore:
                 out.append((entry.name, "", 0))
         return out
 
+    def rehash_pack(self, name: str) -> tuple[list[tuple[str, str, int]], str | None]:
+        """A pack's blobs as `rehash_shard` gives a shard's, read in one go, and what is wrong
+        with the pack: its bytes no longer hash to its name, or its table is not a pack's."""
+        try:
+            data = (self._packs / name).read_bytes()
+        except OSError as exc:
+            return [], f"cannot be read: {exc.strerror}"
+        view = memoryview(data)
+        try:
+            entries = pack_entries(lambda offset, n: bytes(view[offset : offset + n]), len(data))
+        except ValueError as exc:
+            return [], f"is not a readable pack: {exc}"
+        rows = [(a, address_of(view[o : o + n]), n) for a, o, n in entries]
+        whole = blake3.blake3(data, max_threads=blake3.blake3.AUTO if len(data) >= _CHUNK else 1)
+        got = whole.hexdigest()
+        problem = None if f"{got}.pack" == name else f"hashes to {got}, not to its name"
+        return rows, problem
+
     def addresses(self) -> Iterator[str]:
-        if not self._base.is_dir():
-            return
-        for shard in sorted(self._base.iterdir()):
-            if not shard.is_dir():
-                continue
-            for entry in sorted(shard.iterdir()):
-                if _ADDRESS_RE.fullmatch(entry.name):
-                    yield entry.name
+        loose: set[str] = set()
+        if self._base.is_dir():
+            for shard in self.shards():
+                loose.update(
+                    e.name for e in os.scandir(self._base / shard) if _ADDRESS_RE.fullmatch(e.name)
+                )
+        yield from sorted(loose | set(self._look()))
 
     def stray_files(self) -> list[Path]:
-        """Leftover temp files and names that are not addresses (reported by verify)."""
+        """Leftover temp files and names that are not addresses or packs (reported by verify)."""
         if not self._base.is_dir():
             return []
         strays = []
         for shard in sorted(self._base.iterdir()):
             if not shard.is_dir():
                 strays.append(shard)
-                continue
-            for entry in sorted(shard.iterdir()):
-                if not _ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name:
-                    strays.append(entry)
+            elif shard.name == PACKS:
+                strays.extend(p for p in sorted(shard.iterdir()) if not _PACK_RE.fullmatch(p.name))
+            else:
+                strays.extend(
+                    entry
+                    for entry in sorted(shard.iterdir())
+                    if not _ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name
+                )
         return strays
+
+
+class PackWriter:
+    """The new blobs of a few files, staged as one pack (ADR 0025): `add` each, then `seal`.
+
+    A blob already in the store, or already added, is not added again. Nothing is written
+    until `seal`, which writes the pack unsynced in the staging area; `DiskBlobStore.publish`
+    then makes it durable and visible."""
+
+    def __init__(self, store: DiskBlobStore, staging_dir: str) -> None:
+        self.store = store
+        self.staging_dir = staging_dir
+        self._blobs: dict[str, bytes] = {}
+
+    def add(self, data: bytes, address: str | None = None) -> str:
+        """The address of `data` (`address` when the caller has just computed it), which
+        will be in the pack unless the store has it already."""
+        address = address or address_of(data)
+        if address not in self._blobs and not self.store.has(address):
+            self._blobs[address] = data
+        return address
+
+    def seal(self) -> tuple[str, str] | None:
+        """(pack name, temp file) of the pack written, or None when there was nothing new."""
+        if not self._blobs:
+            return None
+        data = pack_bytes(self._blobs)
+        self._blobs = {}
+        name = f"{address_of(data)}.pack"
+        tmp = f"{self.staging_dir}/{name}-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        return name, tmp
 
 
 def _hash_file(path: Path | str) -> tuple[str, int]:
