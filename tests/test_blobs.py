@@ -384,8 +384,8 @@ def test_a_staged_packs_blobs_are_not_found_until_it_is_published(
         pack = PackWriter(disk, area)
         first, second = pack.add(b"staged bytes"), pack.add(b"more bytes")
         assert first == b3(b"staged bytes") and second == b3(b"more bytes")
-        staged = pack.seal()
-        assert staged is not None and _staged(area) == [Path(staged[1]).name]
+        [staged] = pack.seal()
+        assert _staged(area) == [Path(staged[1]).name]
         assert not disk.has(first) and not disk.has(second)
         with pytest.raises(BlobMissing):
             disk.get(first)
@@ -407,8 +407,8 @@ def test_the_same_blobs_packed_twice_publish_once(disk: DiskBlobStore) -> None:
         for pack in (one, other):
             pack.add(b"twice")
             pack.add(b"twice")  # added once
-        first, second = one.seal(), other.seal()
-        assert first and second and first[0] == second[0] and first[1] != second[1]
+        [first], [second] = one.seal(), other.seal()
+        assert first[0] == second[0] and first[1] != second[1]
         disk.publish([first, second])
         disk.publish([first])  # a later batch with a result of the same chunk: nothing to do
         assert disk.get(b3(b"twice")) == b"twice" and _staged(area) == []
@@ -420,11 +420,11 @@ def test_a_pack_leaves_out_what_the_store_has(disk: DiskBlobStore) -> None:
     with disk.staging_area() as area:
         pack = PackWriter(disk, area)
         pack.add(b"packed before")
-        disk.publish([pack.seal()])  # type: ignore[list-item]
+        disk.publish(pack.seal())
         again = PackWriter(disk, area)
         assert again.add(b"already here") == loose
         again.add(b"packed before")
-        assert again.seal() is None and _staged(area) == []
+        assert again.seal() == [] and _staged(area) == []
 
 
 def test_a_pack_published_by_another_store_is_found_on_a_miss(tmp_path: Path) -> None:
@@ -433,7 +433,7 @@ def test_a_pack_published_by_another_store_is_found_on_a_miss(tmp_path: Path) ->
     with writer.staging_area() as area:
         pack = PackWriter(writer, area)
         address = pack.add(b"later")
-        writer.publish([pack.seal()])  # type: ignore[list-item]
+        writer.publish(pack.seal())
     assert not reader.has(address)  # as far as it has looked: a pack is not found by `has`...
     assert reader.get(address) == b"later"  # ...but a read that misses looks again
     assert reader.has(address) and reader.rehash(address) == address
@@ -469,8 +469,7 @@ def _packed(disk: DiskBlobStore, *blobs: bytes) -> Path:
         pack = PackWriter(disk, area)
         for data in blobs:
             pack.add(data)
-        staged = pack.seal()
-        assert staged
+        [staged] = pack.seal()
         disk.publish([staged])
     return disk.root / "blake3" / "packs" / staged[0]
 
@@ -510,6 +509,57 @@ def test_a_foreign_file_among_the_packs_is_a_stray(disk: DiskBlobStore) -> None:
     foreign.write_bytes(b"not a pack")
     assert disk.stray_files() == [foreign]
     assert disk.hash_units() == [f"packs/{path.name}"]  # strays are not hashed as packs
+
+
+def test_a_pack_is_written_once_its_blobs_pass_the_size_cap(
+    disk: DiskBlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import raytsystem.storage.blobs as blobs_module
+
+    monkeypatch.setattr(blobs_module, "PACK_BYTES", 100)
+    blobs = [bytes([i]) * 60 for i in range(3)]
+    with disk.staging_area() as area:
+        pack = PackWriter(disk, area)
+        for data in blobs:
+            pack.add(data)
+        pack.add(blobs[0])  # in a pack written already: not packed again
+        sealed = pack.seal()
+        assert len(sealed) == 2 and len(_staged(area)) == 2  # 60 + 60 passed 100; then 60
+        disk.publish(sealed)
+    assert [disk.get(b3(data)) for data in blobs] == blobs
+    assert len(disk.pack_names()) == 2
+
+
+def test_a_blob_whose_pack_went_is_found_where_it_is_now(disk: DiskBlobStore) -> None:
+    """A long-lived store (the MCP server's) read a pack's table; the pack is removed and
+    the blob stored on its own: the store looks again instead of failing."""
+    path = _packed(disk, b"moved")
+    address = b3(b"moved")
+    assert disk.get(address) == b"moved"
+    path.unlink()
+    disk.put(b"moved")
+    assert disk.get(address) == b"moved" and disk.rehash(address) == address
+    path2 = _packed(disk, b"gone for good")
+    path2.unlink()
+    with pytest.raises(BlobMissing):
+        disk.get(b3(b"gone for good"))
+
+
+def test_a_table_read_short_is_refused() -> None:
+    data = pack_bytes({b3(b"a"): b"a", b3(b"bb"): b"bb"})
+    with pytest.raises(ValueError, match="cut short"):  # the file shrank after its size was read
+        pack_entries(lambda offset, n: data[offset : offset + n - (offset > 0)], len(data))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_named_like_a_pack_is_a_stray_and_never_opened(disk: DiskBlobStore) -> None:
+    path = _packed(disk, b"real")
+    fifo = path.parent / ("f" * 64 + ".pack")
+    os.mkfifo(fifo)
+    fresh = DiskBlobStore(disk.root)
+    assert fresh.get(b3(b"real")) == b"real"  # reading the tables did not block on the pipe
+    assert fresh.stray_files() == [fifo]
+    assert fresh.hash_units() == [f"packs/{path.name}"]
 
 
 def test_staging_area_removes_what_a_killed_run_left(disk: DiskBlobStore, tmp_path: Path) -> None:

@@ -282,6 +282,63 @@ def test_corruption_is_found(copy: Path, name: str) -> None:
         assert human.stdout.splitlines()[0].startswith("PROBLEMS FOUND: ")
 
 
+def test_a_corrupt_text_under_parallel_index_checks_is_reported_not_waited_on(
+    workspace: Path, backend: Backend
+) -> None:
+    """Past DIGEST_STEP sources the index rows are derived in helper processes; a helper that
+    meets a corrupt normalized text raises, and its error must come back (it once could not
+    be unpickled, and verify waited forever): the index is reported as unchecked."""
+    from raytsystem.pipeline.indexing import DIGEST_STEP
+
+    for i in range(DIGEST_STEP + 20):
+        write(workspace, f"docs/p{i:03d}.md", f"# Part {i}\n\nPart {i} has {i} steel bolts.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    with backend.db(workspace) as db:
+        ((text,),) = db.execute("SELECT text_blob FROM normalizations ORDER BY id LIMIT 1")
+    tamper_blob(workspace / "_raw", text, lambda b: b.replace(b"steel", b"brass"))
+    result = run_cli("verify", "--json", cwd=workspace, timeout=120)
+    assert result.code == 3
+    found = codes(result.json())
+    assert {"blob_corrupt", "index_unchecked"} <= found, found
+
+
+def test_the_readme_repair_of_a_damaged_pack_keeps_its_intact_blobs(workspace: Path) -> None:
+    """A pack holds several files' blobs, some of them of revisions no file has any more.
+    `unpack` keeps every intact one on its own and removes the pack; the damaged one comes
+    back from its file with the next ingest (stat cache deleted); verify passes again."""
+    write(workspace, "docs/a.md", "Alpha is first.\n")
+    write(workspace, "docs/b.md", "Beta is second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    write(workspace, "docs/a.md", "Alpha is now third.\n")  # a's first revision: only in P1
+    assert run_cli("ingest", cwd=workspace).code == 0
+    import blake3
+
+    b_address = blake3.blake3(b"Beta is second.\n").hexdigest()
+    tamper_blob(workspace / "_raw", b_address, lambda b: b.replace(b"Beta", b"Bota"))
+
+    code, body = verify(workspace)
+    assert code == 3 and {"blob_corrupt", "pack_corrupt"} <= codes(body)
+    [pack] = [f["subject"] for f in body["findings"] if f["code"] == "pack_corrupt"]
+    assert pack.startswith("blake3/packs/")
+
+    unpacked = run_cli("unpack", str(workspace / "_raw" / pack), "--json", cwd=workspace)
+    assert unpacked.code == 0, unpacked.stderr
+    assert unpacked.json()["damaged"] == [b_address] and unpacked.json()["kept"] == 3
+    assert not (workspace / "_raw" / pack).exists()
+    found = codes(verify(workspace)[1])  # b's raw bytes are gone until the file gives them
+    assert "blob_missing" in found and not found & {"blob_corrupt", "pack_corrupt"}, found
+
+    (workspace / ".raytsystem" / "statcache.sqlite3").unlink()
+    assert run_cli("ingest", cwd=workspace).code == 0
+    code, body = verify(workspace)
+    assert code == 0, body
+
+    again = run_cli("unpack", pack, "--json", cwd=workspace)
+    assert again.code == 4 and again.json()["error"]["code"] == "pack_not_found"
+    bad = run_cli("unpack", "../../etc/passwd", "--json", cwd=workspace)
+    assert bad.code == 2 and bad.json()["error"]["code"] == "invalid_pack"
+
+
 def test_index_rebuild_repairs_a_missing_index(copy: Path) -> None:
     # Rebuilding an intact index gives the same rows.
     rebuilt = run_cli("index", "rebuild", "--json", cwd=copy).json()

@@ -495,6 +495,28 @@ def verify(app: App, as_json: bool) -> None:
         raise SystemExit(3)
 
 
+@cli.command()
+@click.argument("pack")
+@lock_timeout_option
+@json_option
+@click.pass_obj
+def unpack(app: App, pack: str, lock_timeout: float, as_json: bool) -> None:
+    """Store each intact blob of PACK on its own and remove the pack (a damaged pack's repair)."""
+    from .storage.lock import writer_lock
+
+    ledger = app.ledger()
+    with writer_lock(app.ws.state_dir, ledger, lock_timeout):
+        kept, damaged = app.blobs.unpack(Path(pack).name)
+    result = {"pack": Path(pack).name, "kept": len(kept), "damaged": damaged}
+
+    def human(r: dict[str, Any]) -> None:
+        click.echo(f"unpacked {r['pack']}: {r['kept']} blob(s) kept on their own")
+        for address in r["damaged"]:
+            click.echo(f"  damaged, not kept: {address}")
+
+    emit(result, as_json, human)
+
+
 @cli.command("eval")
 @click.argument("dataset", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(

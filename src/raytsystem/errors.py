@@ -29,11 +29,25 @@ class RaytError(Exception):
             self.code = code  # type: ignore[misc]  # instance-level refinement of the class code
         self.details = details
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An error raised in a helper process comes back pickled, and pickle would call the
+        # class with `args` (the message alone), which a subclass taking other arguments
+        # refuses: the pool's result thread then dies and its caller waits forever. Rebuilt
+        # from its fields instead, without calling `__init__`.
+        return (_rebuild, (type(self), self.message, self.__dict__))
+
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             body["details"] = {k: v for k, v in sorted(self.details.items())}
         return {"error": body}
+
+
+def _rebuild(cls: type[RaytError], message: str, fields: dict[str, Any]) -> RaytError:
+    error = Exception.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(fields)
+    return error
 
 
 class UsageError(RaytError):

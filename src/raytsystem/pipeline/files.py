@@ -116,16 +116,16 @@ class FileResult:
 
 
 def process_chunk(tasks: list[FileTask], store: DiskBlobStore) -> list[FileResult]:
-    """`process_file` on each task, their new blobs staged as one pack."""
+    """`process_file` on each task, their new blobs staged as one pack (more when they pass
+    PACK_BYTES)."""
     if not tasks:
         return []
     pack = PackWriter(store, tasks[0].staging_dir)
     results = [process_file(task, pack) for task in tasks]
     sealed = pack.seal()
-    if sealed:
-        for result in results:
-            if result.outcome == "new":
-                result.staged.append(sealed)
+    for result in results:
+        if result.outcome == "new":
+            result.staged.extend(sealed)
     return results
 
 

@@ -1,6 +1,6 @@
 """VERIFY: a full integrity check of the workspace, without changing anything.
 
-1. Every blob in `_raw/` is re-hashed with BLAKE3 (shards spread over worker processes);
+1. Every blob in `_raw/` is re-hashed with BLAKE3 (shard folders and packs spread over worker processes);
    stray temp files are reported.
 2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
    normalization's text blob exists, every segment's text and every evidence excerpt hashes to
@@ -40,13 +40,13 @@ from sqlalchemy import Connection, func, select
 
 from .. import faults
 from ..canonical import sha256_hex
-from ..errors import IntegrityError
+from ..errors import BlobMissing, ChecksumMismatch
 from ..ids import make_id
 from ..model import index as index_file
 from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
 from ..progress import Progress
-from ..storage.blobs import DiskBlobStore
+from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
 from ..storage.models import (
     Claim,
     Evidence,
@@ -124,24 +124,27 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
                 initializer=start_helper,
                 initargs=(os.getpid(),),
             )
-            # Stopped (Ctrl-C, an error): the shards not started are dropped, not hashed.
+            # Stopped (Ctrl-C, an error): the shards and packs not started are dropped, not hashed.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
             per_unit = pool.map(store.rehash_unit, units, chunksize=8)
         else:
             per_unit = map(store.rehash_unit, units)
         for done, (unit, (rows, problem)) in enumerate(zip(units, per_unit, strict=True), 1):
             faults.point("verify.blobs")
+            where = f" (in {ALGORITHM}/{unit})" if unit.startswith(PACKS) else ""
             if problem:
-                report.add("error", "pack_corrupt", unit, f"pack {unit} {problem}")
+                report.add("error", "pack_corrupt", f"{ALGORITHM}/{unit}", f"pack {unit} {problem}")
             for address, got, size in rows:
                 count += 1
                 report.raw_bytes += size
                 if not got:
                     report.add(
-                        "error", "blob_unreadable", address, f"blob {address} cannot be read"
+                        "error", "blob_unreadable", address, f"blob {address} cannot be read{where}"
                     )
                 elif got != address:
-                    report.add("error", "blob_corrupt", address, f"blob {address} hashes to {got}")
+                    report.add(
+                        "error", "blob_corrupt", address, f"blob {address} hashes to {got}{where}"
+                    )
                 else:
                     present.add(address)
             if progress:
@@ -622,7 +625,7 @@ def check_indexes(
             continue
         try:
             derived = generation_digest(conn, store, gen, progress)
-        except IntegrityError as exc:  # a normalized text the rows come from: reported above
+        except (BlobMissing, ChecksumMismatch) as exc:  # a normalized text: reported above
             report.add(
                 "warning",
                 "index_unchecked",

@@ -37,7 +37,7 @@ from typing import Final, Protocol
 
 import blake3
 
-from ..errors import BlobMissing, ChecksumMismatch, UsageError
+from ..errors import BlobMissing, ChecksumMismatch, NotFound, UsageError
 from ..syscalls import syncfs
 
 ALGORITHM: Final = "blake3"
@@ -51,6 +51,9 @@ _PACK_RE: Final = re.compile(r"[0-9a-f]{64}\.pack")
 _PACK_HEAD: Final = struct.Struct("<8sI")
 _PACK_ENTRY: Final = struct.Struct("<32sQQ")
 _PACK_MAGIC: Final = b"RAYTPAK1"
+# A pack is written once the blobs waiting for it pass this: what a worker holds, and what
+# `verify` reads at once, stays near it (a larger blob makes a pack of its own size).
+PACK_BYTES: Final = 16 << 20
 
 Location = tuple[str, int, int]  # (pack file, offset, length)
 
@@ -66,16 +69,20 @@ def address_of(data: bytes | memoryview) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def pack_bytes(blobs: dict[str, bytes]) -> bytes:
-    """The pack holding `blobs` (address -> bytes): the same blobs make the same bytes."""
+def pack_parts(blobs: dict[str, bytes]) -> list[bytes]:
+    """The pack holding `blobs` (address -> bytes), as its table and then each blob: the same
+    blobs make the same bytes."""
     items = sorted(blobs.items())
     offset = _PACK_HEAD.size + _PACK_ENTRY.size * len(items)
-    parts = [_PACK_HEAD.pack(_PACK_MAGIC, len(items))]
+    table = [_PACK_HEAD.pack(_PACK_MAGIC, len(items))]
     for address, data in items:
-        parts.append(_PACK_ENTRY.pack(bytes.fromhex(address), offset, len(data)))
+        table.append(_PACK_ENTRY.pack(bytes.fromhex(address), offset, len(data)))
         offset += len(data)
-    parts.extend(data for _, data in items)
-    return b"".join(parts)
+    return [b"".join(table), *(data for _, data in items)]
+
+
+def pack_bytes(blobs: dict[str, bytes]) -> bytes:
+    return b"".join(pack_parts(blobs))
 
 
 def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int]]:
@@ -89,6 +96,8 @@ def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str
     if start > size:
         raise ValueError(f"its table of {count} entries is longer than the file")
     table = read(_PACK_HEAD.size, count * _PACK_ENTRY.size)
+    if len(table) != count * _PACK_ENTRY.size:
+        raise ValueError("its table was cut short")
     entries = []
     for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
         if offset < start or offset + length > size:
@@ -164,7 +173,6 @@ class DiskBlobStore:
         self.root = root
         self._base = root / ALGORITHM
         self._packs = self._base / PACKS
-        self._made: set[Path] = set()  # shard folders known to exist
         # Where each packed blob is, from the tables of the packs read so far (None: none yet).
         self._packed: dict[str, Location] | None = None
         self._indexed: set[str] = set()  # the packs whose tables are in `_packed`
@@ -241,11 +249,45 @@ class DiskBlobStore:
         # The names: the packs folder, and the base in case the packs folder is new.
         _sync([self._base, self._packs], self.root)
 
+    def unpack(self, name: str) -> tuple[list[str], list[str]]:
+        """Store each blob of pack `name` whose bytes still hash to its address on its own,
+        then remove the pack: the repair of a damaged pack, whose good blobs would otherwise
+        go with it. Returns (the addresses kept, those found damaged). The caller holds the
+        workspace writer lock; a reader meanwhile finds the loose copy first."""
+        if not _PACK_RE.fullmatch(name):
+            raise UsageError(f"not a pack's name: {name!r}", code="invalid_pack")
+        path = self._packs / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no pack {name} in {self._packs}", code="pack_not_found") from None
+        try:
+            entries = pack_entries(lambda offset, n: data[offset : offset + n], len(data))
+        except ValueError:
+            entries = []  # no table to trust: nothing in it can be told apart
+        kept, damaged = [], []
+        for address, offset, length in entries:
+            blob = data[offset : offset + length]
+            if address_of(blob) == address:
+                self.put(blob)
+                kept.append(address)
+            else:
+                damaged.append(address)
+        path.unlink()
+        _fsync(self._packs)
+        if self._packed is not None:
+            self._forget(str(path))
+        return kept, damaged
+
     # --- reading ---------------------------------------------------------------------------
 
     def pack_names(self) -> list[str]:
         try:
-            return sorted(e.name for e in os.scandir(self._packs) if _PACK_RE.fullmatch(e.name))
+            return sorted(
+                e.name
+                for e in os.scandir(self._packs)
+                if _PACK_RE.fullmatch(e.name) and e.is_file()  # never open a FIFO or a folder
+            )
         except FileNotFoundError:
             return []
 
@@ -306,11 +348,23 @@ class DiskBlobStore:
         try:
             fd = os.open(pack, os.O_RDONLY)
         except FileNotFoundError:
-            raise BlobMissing(address) from None
+            # The pack is gone (a repair removed it, the blob stored again elsewhere): forget
+            # what its table said and look once more.
+            self._forget(pack)
+            if (where := self._packed_at(address, look_again=True)) is None:
+                raise BlobMissing(address) from None
+            pack, offset, length = where
+            fd = os.open(pack, os.O_RDONLY)
         try:
             return _pread(fd, length, offset)
         finally:
             os.close(fd)
+
+    def _forget(self, pack: str) -> None:
+        assert self._packed is not None
+        self._indexed.discard(os.path.basename(pack))
+        for address in [a for a, where in self._packed.items() if where[0] == pack]:
+            del self._packed[address]
 
     def get(self, address: str) -> bytes:
         data = self._read(address)
@@ -409,7 +463,11 @@ class DiskBlobStore:
             if not shard.is_dir():
                 strays.append(shard)
             elif shard.name == PACKS:
-                strays.extend(p for p in sorted(shard.iterdir()) if not _PACK_RE.fullmatch(p.name))
+                strays.extend(
+                    p
+                    for p in sorted(shard.iterdir())
+                    if not (_PACK_RE.fullmatch(p.name) and p.is_file())
+                )
             else:
                 strays.extend(
                     entry
@@ -420,41 +478,59 @@ class DiskBlobStore:
 
 
 class PackWriter:
-    """The new blobs of a few files, staged as one pack (ADR 0025): `add` each, then `seal`.
+    """The new blobs of a few files, staged as packs (ADR 0025): `add` each, then `seal`.
 
-    A blob already in the store, or already added, is not added again. Nothing is written
-    until `seal`, which writes the pack unsynced in the staging area; `DiskBlobStore.publish`
-    then makes it durable and visible."""
+    A blob already in the store, or already added, is not added again. The blobs wait in
+    memory until they pass PACK_BYTES (then they are written as one pack and the next pack
+    begins) or until `seal`. A pack is written unsynced in the staging area;
+    `DiskBlobStore.publish` then makes it durable and visible."""
 
     def __init__(self, store: DiskBlobStore, staging_dir: str) -> None:
         self.store = store
         self.staging_dir = staging_dir
         self._blobs: dict[str, bytes] = {}
+        self._size = 0
+        self._seen: set[str] = set()  # everything added, in any pack of this writer
+        self._written: list[tuple[str, str]] = []
 
     def add(self, data: bytes, address: str | None = None) -> str:
         """The address of `data` (`address` when the caller has just computed it), which
-        will be in the pack unless the store has it already."""
+        will be in a pack unless the store has it already."""
         address = address or address_of(data)
-        if address not in self._blobs and not self.store.has(address):
+        if address not in self._seen and not self.store.has(address):
+            self._seen.add(address)
             self._blobs[address] = data
+            self._size += len(data)
+            if self._size >= PACK_BYTES:
+                self._write()
         return address
 
-    def seal(self) -> tuple[str, str] | None:
-        """(pack name, temp file) of the pack written, or None when there was nothing new."""
+    def seal(self) -> list[tuple[str, str]]:
+        """(pack name, temp file) of each pack written; empty when nothing was new."""
+        self._write()
+        written, self._written = self._written, []
+        return written
+
+    def _write(self) -> None:
         if not self._blobs:
-            return None
-        data = pack_bytes(self._blobs)
-        self._blobs = {}
-        name = f"{address_of(data)}.pack"
+            return
+        parts = pack_parts(self._blobs)
+        size = sum(map(len, parts))
+        self._blobs, self._size = {}, 0
+        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO if size >= _CHUNK else 1)
+        for part in parts:
+            hasher.update(part)
+        name = f"{hasher.hexdigest()}.pack"
         tmp = f"{self.staging_dir}/{name}-{os.getpid()}-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for part in parts:
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        return name, tmp
+        self._written.append((name, tmp))
 
 
 def _hash_file(path: Path | str) -> tuple[str, int]:
