@@ -562,6 +562,25 @@ def test_a_pipe_named_like_a_pack_is_a_stray_and_never_opened(disk: DiskBlobStor
     assert fresh.hash_units() == [f"packs/{path.name}"]
 
 
+def test_a_lookup_by_search_and_by_dictionary_agree(disk: DiskBlobStore) -> None:
+    """A store searches the tables as read for its first lookups and then builds a
+    dictionary (_PackTables.SEARCHES): both find every blob where it is, the first pack
+    (by name) holding it when several do, and nothing for a blob no pack has."""
+    from raytsystem.storage.blobs import _PackTables
+
+    blobs = [f"blob {i}".encode() for i in range(2 * _PackTables.SEARCHES)]
+    for part in range(4):  # four packs; each shares one blob with the next
+        _packed(disk, *blobs[part * 32 : part * 32 + 33])
+    searched, built = DiskBlobStore(disk.root), DiskBlobStore(disk.root)
+    for data in blobs * 2:  # `built` passes SEARCHES lookups in the first round
+        assert built.get(b3(data)) == data
+    by_search = [searched.location(b3(data)) for data in blobs[:10]]
+    assert by_search == [built.location(b3(data)) for data in blobs[:10]]
+    shared = b3(blobs[32])
+    assert searched.location(shared) == built.location(shared)
+    assert searched.location(b3(b"in no pack")) is None and not built.has(b3(b"in no pack"))
+
+
 def test_staging_area_removes_what_a_killed_run_left(disk: DiskBlobStore, tmp_path: Path) -> None:
     leftover = tmp_path / "_raw" / ".staging" / ("0" * 64 + "-1-abcd")
     leftover.parent.mkdir(parents=True)
