@@ -504,10 +504,11 @@ def unpack(app: App, pack: str, lock_timeout: float, as_json: bool) -> None:
     """Store each intact blob of PACK on its own and remove the pack (a damaged pack's repair)."""
     from .storage.lock import writer_lock
 
+    name = Path(pack).name  # as verify names it, or a path to it: the store checks the form
     ledger = app.ledger()
     with writer_lock(app.ws.state_dir, ledger, lock_timeout):
-        kept, damaged = app.blobs.unpack(Path(pack).name)
-    result = {"pack": Path(pack).name, "kept": len(kept), "damaged": damaged}
+        kept, damaged = app.blobs.unpack(name)
+    result = {"pack": name, "kept": len(kept), "damaged": damaged}
 
     def human(r: dict[str, Any]) -> None:
         click.echo(f"unpacked {r['pack']}: {r['kept']} blob(s) kept on their own")

@@ -122,7 +122,7 @@ class ActiveSource(NamedTuple):
     normalization_id: str | None
     adapter: str | None  # "name@version/confighash"
     digest: str
-    text_blob: str | None = None  # the normalized text's address
+    text_blob: str | None  # the normalized text's address
 
 
 def active_sources(conn: Connection, number: int | None) -> dict[str, ActiveSource]:

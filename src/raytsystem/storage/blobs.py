@@ -86,25 +86,36 @@ def pack_bytes(blobs: dict[str, bytes]) -> bytes:
     return b"".join(pack_parts(blobs))
 
 
-def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int]]:
-    """(address, offset, length) of each blob in a pack of `size` bytes, given
-    `read(offset, n)`; ValueError if the table is not a pack's or points outside the file."""
+def pack_table(read: Callable[[int, int], bytes], size: int) -> bytes:
+    """A pack's table of entries as its bytes, given `read(offset, n)` on a file of `size`
+    bytes; ValueError if the file does not start as a pack or its table does not fit."""
     head = read(0, _PACK_HEAD.size)
     if len(head) < _PACK_HEAD.size or head[:8] != _PACK_MAGIC:
         raise ValueError("it does not start as a pack")
     count = _PACK_HEAD.unpack(head)[1]
-    start = _PACK_HEAD.size + count * _PACK_ENTRY.size
-    if start > size:
+    if _PACK_HEAD.size + count * _PACK_ENTRY.size > size:
         raise ValueError(f"its table of {count} entries is longer than the file")
     table = read(_PACK_HEAD.size, count * _PACK_ENTRY.size)
     if len(table) != count * _PACK_ENTRY.size:
         raise ValueError("its table was cut short")
+    return table
+
+
+def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int]]:
+    """(address, offset, length) of each blob in a pack of `size` bytes, given
+    `read(offset, n)`; ValueError if the table is not a pack's or points outside the file."""
+    table = pack_table(read, size)
     entries = []
     for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
-        if offset < start or offset + length > size:
+        if not _fits(offset, length, table, size):
             raise ValueError(f"an entry points outside the file ({offset}+{length})")
         entries.append((digest.hex(), offset, length))
     return entries
+
+
+def _fits(offset: int, length: int, table: bytes, size: int) -> bool:
+    """Whether an entry points inside its pack's file, after the table."""
+    return offset >= _PACK_HEAD.size + len(table) and offset + length <= size
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:
@@ -192,18 +203,10 @@ class _PackTables:
             fd = os.open(path, os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
-                head = _pread(fd, _PACK_HEAD.size, 0)
-                if len(head) < _PACK_HEAD.size or head[:8] != _PACK_MAGIC:
-                    return
-                length = _PACK_HEAD.unpack(head)[1] * _PACK_ENTRY.size
-                if _PACK_HEAD.size + length > size:
-                    return
-                table = _pread(fd, length, _PACK_HEAD.size)
+                table = pack_table(lambda offset, n: _pread(fd, n, offset), size)
             finally:
                 os.close(fd)
-        except OSError:
-            return
-        if len(table) != length:
+        except (OSError, ValueError):
             return
         self._packs.append((path, size, table))
         self._joined = None
@@ -261,11 +264,6 @@ class _PackTables:
                     return path, offset, length
             at = self._joined.find(digest, at + 1)
         return None
-
-
-def _fits(offset: int, length: int, table: bytes, size: int) -> bool:
-    """Whether an entry points inside its pack's file, after the table."""
-    return offset >= _PACK_HEAD.size + len(table) and offset + length <= size
 
 
 class DiskBlobStore:
