@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import blob_bytes, default_sigint, run_cli, write
+from conftest import blob_bytes, default_sigint, pack_blobs, run_cli, write
 
 POINTS = [
     "ingest.take",
@@ -56,7 +56,7 @@ def test_kill_before_publish_leaves_no_blob_at_its_address(workspace: Path) -> N
     staged."""
     import blake3
 
-    from raytsystem.storage.blobs import DiskBlobStore, pack_entries
+    from raytsystem.storage.blobs import DiskBlobStore
 
     write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
     assert run_cli("ingest", cwd=workspace).code == 0
@@ -70,9 +70,7 @@ def test_kill_before_publish_leaves_no_blob_at_its_address(workspace: Path) -> N
     assert DiskBlobStore(workspace / "_raw").location(address) is None
     staged = {}
     for pack in staging.glob("*.pack-*"):
-        held = pack.read_bytes()
-        for a, offset, n in pack_entries(lambda o, k, held=held: held[o : o + k], len(held)):
-            staged[a] = held[offset : offset + n]
+        staged.update(pack_blobs(pack.read_bytes()))
     assert staged[address] == data
 
     assert run_cli("ingest", cwd=workspace).code == 0

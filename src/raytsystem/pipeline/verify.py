@@ -1,7 +1,7 @@
 """VERIFY: a full integrity check of the workspace, without changing anything.
 
-1. Every blob in `_raw/` is re-hashed with BLAKE3 (shard folders and packs spread over worker processes);
-   stray temp files are reported.
+1. Every blob in `_raw/` is re-hashed with BLAKE3 (shard folders and packs spread over worker
+   processes); stray temp files are reported.
 2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
    normalization's text blob exists, every segment's text and every evidence excerpt hashes to
    its recorded SHA-256; every claim state's hash is recomputed; every reference between rows

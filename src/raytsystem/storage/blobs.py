@@ -113,6 +113,12 @@ def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str
     return entries
 
 
+def _hasher(size: int) -> blake3.blake3:
+    """A BLAKE3 hasher for `size` bytes: only large inputs use BLAKE3's own threads, whose
+    start-up would cost more than hashing a small one."""
+    return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= _CHUNK else 1)
+
+
 def _fits(offset: int, length: int, table: bytes, size: int) -> bool:
     """Whether an entry points inside its pack's file, after the table."""
     return offset >= _PACK_HEAD.size + len(table) and offset + length <= size
@@ -177,6 +183,13 @@ class MemoryBlobStore:
         self._blobs[address] = data
 
 
+def _entries(path: str, size: int, table: bytes) -> Iterator[tuple[bytes, Location]]:
+    """(digest, location) of each entry of a pack's table that points inside its file."""
+    for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
+        if _fits(offset, length, table, size):
+            yield digest, (path, offset, length)
+
+
 class _PackTables:
     """Where packed blobs are, from the packs' tables as read (ADR 0025).
 
@@ -232,18 +245,12 @@ class _PackTables:
         return self._by_digest.get(digest)
 
     def addresses(self) -> set[str]:
-        return {
-            digest.hex()
-            for path, size, table in self._packs
-            for digest, offset, length in _PACK_ENTRY.iter_unpack(table)
-            if _fits(offset, length, table, size)
-        }
+        return {digest.hex() for pack in self._packs for digest, _ in _entries(*pack)}
 
     def _fill(self, path: str, size: int, table: bytes) -> None:
         assert self._by_digest is not None
-        for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
-            if _fits(offset, length, table, size):
-                self._by_digest.setdefault(digest, (path, offset, length))
+        for digest, where in _entries(path, size, table):
+            self._by_digest.setdefault(digest, where)
 
     def _search(self, digest: bytes) -> Location | None:
         if self._joined is None:
@@ -520,7 +527,8 @@ class DiskBlobStore:
         except ValueError as exc:
             return [], f"is not a readable pack: {exc}"
         rows = [(a, address_of(view[o : o + n]), n) for a, o, n in entries]
-        whole = blake3.blake3(data, max_threads=blake3.blake3.AUTO if len(data) >= _CHUNK else 1)
+        whole = _hasher(len(data))
+        whole.update(data)
         got = whole.hexdigest()
         problem = None if f"{got}.pack" == name else f"hashes to {got}, not to its name"
         return rows, problem
@@ -597,7 +605,7 @@ class PackWriter:
         parts = pack_parts(self._blobs)
         size = sum(map(len, parts))
         self._blobs, self._size = {}, 0
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO if size >= _CHUNK else 1)
+        hasher = _hasher(size)
         for part in parts:
             hasher.update(part)
         name = f"{hasher.hexdigest()}.pack"
@@ -619,12 +627,11 @@ def _hash_file(path: Path | str) -> tuple[str, int]:
     Each read asks for what is left by the file's size and one byte more, never more than a
     MiB, so a small blob is read in one call of its own size: a regular file reads short only
     at its end. (A fixed 1 MiB read allocated and unmapped a MiB per blob, which cost more than
-    hashing a few kilobytes: blobs hash twice as fast without it.) Only large files use
-    BLAKE3's own threads, whose start-up would cost more than hashing a small one."""
+    hashing a few kilobytes: blobs hash twice as fast without it.)"""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO if size >= _CHUNK else 1)
+        hasher = _hasher(size)
         total = 0
         while True:
             want = min(size + 1 - total, _CHUNK) if total <= size else _CHUNK
