@@ -293,7 +293,8 @@ def test_a_worker_killed_mid_ingest_fails_the_run_and_commits_nothing(workspace:
     _many(workspace, 900, "second")
     env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "ingest.take:4"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "ingest", "--jobs", "2", "--json"],
+        # Three jobs: two workers beside the writer, which takes files too (ADR 0026).
+        [sys.executable, "-m", "raytsystem", "ingest", "--jobs", "3", "--json"],
         cwd=workspace,
         env=env,
         stdout=subprocess.PIPE,

@@ -125,7 +125,12 @@ def init(app: App, folder: Path | None, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1)
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), help="Worker processes (default: cores).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 64),
+    help="Processes that parse files, the writer included (default: cores, at most 8).",
+)
 @click.option(
     "--lock-timeout",
     type=float,

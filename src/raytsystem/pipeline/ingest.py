@@ -21,6 +21,7 @@ a batch of results and one digest per source, whatever the size of the workspace
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -29,8 +30,7 @@ import json
 import multiprocessing
 import os
 import pickle
-import queue
-import threading
+import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -88,15 +88,16 @@ PARALLEL_THRESHOLD = 64
 CHUNK = 64  # files a worker takes at once; their new blobs make one pack (ADR 0025)
 BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
 AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
-# Workers run this much nicer than the writer. The writer is the one serial part: with equal
-# priorities, three busy processes on two cores each get two thirds of a core, the writer
-# falls behind, the workers fill their window and wait, and a core idles. Nicer workers leave
-# the writer a whole core whenever it has work and take every cycle it does not use
-# (10,000 files on 2 cores, interleaved: 45.7 s at 0, 42.9 s at 5, about 43-45 s at 10).
+# Workers run this much nicer than the writer. The writer is the one serial part: when other
+# work shares the machine, nicer workers leave it a core whenever it has work (ADR 0026: the
+# writer also takes files itself, so an ingest of `jobs` keeps `jobs` processes busy; before,
+# with `jobs` workers beside the writer, 10,000 files on 2 cores took 45.7 s at 0 and 42.9 s
+# at 5).
 WORKER_NICENESS = 5
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 100_000  # allocations between collections (the default is 700)
+RESULT_SWITCH_INTERVAL = 0.0005  # seconds (Python's default is 0.005); see `_results`
 
 
 @dataclass
@@ -180,9 +181,13 @@ def _results(
 ) -> Generator[FileResult, None, None]:
     """Results in task order (sorted by path), as soon as each is ready.
 
-    A feeder thread keeps the workers busy while this (main) thread writes a batch: it submits
-    chunks as long as fewer than AHEAD files are done or under way and not yet taken from here.
-    The bound keeps memory flat when the writer falls behind, whatever the workspace's size.
+    `jobs` processes share the work: this one, which also writes, and `jobs - 1` workers. The
+    workers take chunks of files in order; whenever the next chunk to be taken is not ready,
+    this process does the next one not yet handed out itself instead of waiting (ADR 0026).
+    So no more processes are busy than there are jobs, and the writer's idle moments go to
+    the files. Chunks handed out and not yet taken from here are about AHEAD files at most
+    (more only with many workers), which keeps memory flat when the writer falls behind,
+    whatever the workspace's size.
     """
     done, done_bytes = 0, 0
 
@@ -199,51 +204,54 @@ def _results(
             for result in process_chunk(tasks[i : i + CHUNK], store):
                 yield report(result)
         return
+    workers = jobs - 1
     size = max(1, min(CHUNK, len(tasks) // (jobs * 8) or 1))
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    room = threading.Semaphore(max(2 * jobs, AHEAD // size))
-    # Futures in task order, then None; or the exception that stopped the feeder.
-    submitted: queue.SimpleQueue[Future[bytes] | BaseException | None]
-    submitted = queue.SimpleQueue()
-    stop = threading.Event()
+    # Chunks the workers have at most: enough that they never wait for this process, and no
+    # more than their share, so that this one has chunks left to take.
+    queued = max(2 * workers + 1, min(AHEAD // size, len(chunks) * workers // jobs))
+    window = max(2 * queued, AHEAD // size)  # chunks handed out and not yet taken, at most
+    # Chunks in task order: a worker's future, or the results of one done here.
+    slots: collections.deque[Future[bytes] | list[FileResult]] = collections.deque()
+    handed = 0  # chunks handed out (to a worker or done here)
+    at_workers = 0  # futures among the slots
     # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
-    # and wait for work forever: each one dies with the ingest.
+    # and wait for work forever: each one dies with the ingest. The first submit forks every
+    # worker, from this (the main) thread.
     pool = ProcessPoolExecutor(
-        max_workers=jobs,
+        max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_worker,
         initargs=(os.getpid(), store.root),
     )
-    # The first submit forks every worker: from this thread, before the feeder exists (a fork
-    # copies only the forking thread, and the workers die with the thread that forked them).
-    room.acquire()
-    submitted.put(pool.submit(_process_chunk, chunks[0]))
-
-    def feed() -> None:
-        try:
-            for chunk in chunks[1:]:
-                while not room.acquire(timeout=0.05):
-                    if stop.is_set():
-                        return
-                if stop.is_set():
-                    return
-                submitted.put(pool.submit(_process_chunk, chunk))
-        except BaseException as exc:  # a broken pool: the main thread raises it
-            submitted.put(exc)
-        finally:
-            submitted.put(None)
-
-    feeder = threading.Thread(target=feed, name="ingest-feeder", daemon=True)
-    feeder.start()
+    # The pool's result thread reads each chunk's results from a pipe a few KiB at a time,
+    # taking the GIL for each read from this thread, which is busy with files of its own: at
+    # the default interval (5 ms) a worker waited on the pipe for a tenth of the run.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(RESULT_SWITCH_INTERVAL)
     try:
-        while (item := submitted.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            results: list[FileResult] = pickle.loads(item.result())
-            room.release()
+        while slots or handed < len(chunks):
+            while handed < len(chunks) and at_workers < queued and len(slots) < window:
+                slots.append(pool.submit(_process_chunk, chunks[handed]))
+                handed += 1
+                at_workers += 1
+            head = slots[0]
+            behind = isinstance(head, Future) and not head.done()
+            if behind and handed < len(chunks) and len(slots) < window:
+                # The workers are behind: the next chunk, done here, rather than a wait (while
+                # the window has room: a file that takes a worker long holds the rest back).
+                slots.append(process_chunk(chunks[handed], store))
+                handed += 1
+                continue
+            slots.popleft()
+            if isinstance(head, Future):
+                at_workers -= 1
+                results: list[FileResult] = pickle.loads(head.result())
+            else:
+                results = head
             for result in results:
                 yield report(result)
-        if done != len(tasks):  # never expected: the feeder stopped without saying why
+        if done != len(tasks):  # never expected
             raise RaytError(f"ingest got {done} of {len(tasks)} results", code="internal_error")
     except BrokenProcessPool as exc:
         raise RaytError(
@@ -252,9 +260,8 @@ def _results(
             code="worker_died",
         ) from exc
     finally:
-        stop.set()
-        feeder.join()
         pool.shutdown(wait=True, cancel_futures=True)
+        sys.setswitchinterval(switch_interval)
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
