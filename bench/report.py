@@ -38,6 +38,13 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
+def _jobs(jobs: int) -> str:
+    """What `ingest --jobs N` runs (ADR 0026): the writer alone, or N - 1 workers beside it."""
+    if jobs <= 1:
+        return "1 process (serial)"
+    return f"{jobs} processes ({jobs - 1} worker{'s' if jobs > 2 else ''} and the writer)"
+
+
 def _judge(value: Any, target: str | None) -> str | None:
     if target is None:
         return None
@@ -161,7 +168,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             "cold ingest wall time",
             cold["wall_s"],
             "s",
-            note=f"ingest JSON `seconds` {cold['json_seconds']}; {jobs} worker process(es)",
+            note=f"ingest JSON `seconds` {cold['json_seconds']}; {_jobs(jobs)}",
         ),
         _fig(
             "ingest",
