@@ -87,7 +87,7 @@ from .staging import Staging, staging
 PARALLEL_THRESHOLD = 64
 CHUNK = 64  # files a worker takes at once; their new blobs make one pack (ADR 0025)
 BATCH = 100  # results taken (blobs published, rows written) at once while the workers go on
-AHEAD = 4 * BATCH  # files the workers may have done or under way beyond what was taken
+AHEAD = 4 * BATCH  # files done or under way beyond what was taken: the bound `_results` keeps
 # Workers run this much nicer than the writer. The writer is the one serial part: when other
 # work shares the machine, nicer workers leave it a core whenever it has work (ADR 0026: the
 # writer also takes files itself, so an ingest of `jobs` keeps `jobs` processes busy; before,
@@ -185,9 +185,10 @@ def _results(
     workers take chunks of files in order; whenever the next chunk to be taken is not ready,
     this process does the next one not yet handed out itself instead of waiting (ADR 0026).
     So no more processes are busy than there are jobs, and the writer's idle moments go to
-    the files. Chunks handed out and not yet taken from here are about AHEAD files at most
-    (more only with many workers), which keeps memory flat when the writer falls behind,
-    whatever the workspace's size.
+    the files. Chunks handed out and not yet taken from here are at most `window`: AHEAD
+    files, or twice what the workers may hold if that is more (768 files at 10,000 files on
+    two cores), which keeps memory flat when the writer falls behind, whatever the
+    workspace's size.
     """
     done, done_bytes = 0, 0
 
@@ -214,7 +215,6 @@ def _results(
     # Chunks in task order: a worker's future, or the results of one done here.
     slots: collections.deque[Future[bytes] | list[FileResult]] = collections.deque()
     handed = 0  # chunks handed out (to a worker or done here)
-    at_workers = 0  # futures among the slots
     # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
     # and wait for work forever: each one dies with the ingest. The first submit forks every
     # worker, from this (the main) thread.
@@ -231,6 +231,7 @@ def _results(
     sys.setswitchinterval(RESULT_SWITCH_INTERVAL)
     try:
         while slots or handed < len(chunks):
+            at_workers = sum(isinstance(slot, Future) for slot in slots)
             while handed < len(chunks) and at_workers < queued and len(slots) < window:
                 slots.append(pool.submit(_process_chunk, chunks[handed]))
                 handed += 1
@@ -245,7 +246,6 @@ def _results(
                 continue
             slots.popleft()
             if isinstance(head, Future):
-                at_workers -= 1
                 results: list[FileResult] = pickle.loads(head.result())
             else:
                 results = head
