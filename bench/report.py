@@ -296,6 +296,15 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             f"{_outcomes(qc)}",
         ),
         *_storage_figures(m, result["corpus"]["bytes"]),
+        *_verify_figures(v, cold["wall_s"], m["blake3"]["mb_per_s"]),
+    ]
+
+
+def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[Figure]:
+    """`verify`'s figures. The 200 MB/s target is judged on the raw bytes it re-hashes; the
+    whole command re-derives every row, so its rate follows the rows and has no target, only
+    its ratio to the cold ingest's time (ADR 0027)."""
+    return [
         _fig(
             "verify",
             "verify result",
@@ -319,26 +328,27 @@ def figures(result: dict[str, Any]) -> list[Figure]:
         ),
         _fig(
             "verify",
-            "verify blob hashing MB/s (JSON)",
+            "verify raw bytes re-hashed MB/s (JSON)",
             v["blob_mb_per_s"],
             "MB/s",
             ">= 200",
-            note=f"{v['blob_bytes'] / 1e6:.1f} MB of blobs (raw + normalized), hashing only",
-        ),
-        _fig(
-            "verify",
-            "verify raw MB/s (workspace bytes ÷ verify seconds)",
-            v["raw_mb_per_s"],
-            "MB/s",
-            ">= 200",
-            note=f"wall-clock based: {v['raw_mb_per_s_wall']} MB/s",
+            note=f"{v['blob_bytes'] / 1e6:.1f} MB of blobs (raw files and normalized texts) over "
+            "the hashing step's wall time: the target's figure (ADR 0027)",
         ),
         _fig(
             "verify",
             "  ÷ single-thread BLAKE3 MB/s",
-            _ratio(v["raw_mb_per_s"], m["blake3"]["mb_per_s"]),
+            _ratio(v["blob_mb_per_s"], blake3),
             "×",
-            note=f"BLAKE3 in this process: {m['blake3']['mb_per_s']} MB/s",
+            note=f"BLAKE3 in this process: {blake3} MB/s",
+        ),
+        _fig(
+            "verify",
+            "verify, whole command: workspace MB ÷ seconds",
+            v["raw_mb_per_s"],
+            "MB/s",
+            note=f"{_ratio(v['wall_s'], cold_wall)} × the cold ingest's wall time: it "
+            "re-derives every row, so it follows the rows, not the bytes (ADR 0027)",
         ),
     ]
 

@@ -12,7 +12,7 @@ import pytest
 from bench.cli import Cli
 from bench.instructions import _count, measure
 from bench.measure import run_process
-from bench.report import _cpu_figures, _target_ratio
+from bench.report import _cpu_figures, _target_ratio, _verify_figures
 
 # A child that burns CPU in two worker processes and reports what they used.
 _POOL = textwrap.dedent(
@@ -97,6 +97,30 @@ def test_the_target_ratio_is_cut_from_unrounded_rates_never_rounded_up_to_pass()
     assert _target_ratio(half, parse, parse) == 0.5
     # Binary floating point does not cut a ratio of exactly 0.57 to 0.5699.
     assert _target_ratio({"wall_s": 100.0, "bytes": 28_500_000}, parse, parse) == 0.57
+
+
+def test_the_verify_target_is_judged_on_the_bytes_it_re_hashes_not_the_whole_command():
+    # The bench's 10,000-file run of 2026-12-02 23:52: 121 MB of blobs hashed at 732 MB/s, 62 MB
+    # of Markdown verified in 67 s (ADR 0027).
+    v = {
+        "ok": True,
+        "findings": 0,
+        "wall_s": 67.4,
+        "json_seconds": 67.1,
+        "max_rss_mib": 335.0,
+        "blob_bytes": 120_814_215,
+        "blob_mb_per_s": 732.2,
+        "raw_mb_per_s": 0.9,
+    }
+    figures = {f.label.strip(): f for f in _verify_figures(v, 56.8, 1200.0)}
+    assert figures["verify raw bytes re-hashed MB/s (JSON)"].status == "PASS"
+    whole = figures["verify, whole command: workspace MB ÷ seconds"]
+    assert whole.target is None and whole.status is None
+    assert whole.note.startswith("1.19 × the cold ingest's wall time")
+    assert figures["÷ single-thread BLAKE3 MB/s"].value == 0.61
+    # A hashing step slower than the target fails it, whatever the rest.
+    slow = _verify_figures({**v, "blob_mb_per_s": 199.9}, 56.8, 1200.0)
+    assert [f.status for f in slow if f.target == ">= 200"] == ["FAIL"]
 
 
 def test_results_saved_without_cpu_figures_report_none():
