@@ -3,7 +3,8 @@
 1. `raytsystem init` a new folder and fill it: the synthetic corpus (`corpus.generate`) or a
    copy of `--source DIR`.
 2. Baselines in this process: markdown-it-py parsing every Markdown file (texts already read
-   and decoded, so only `parser.parse` is timed; once more right after the cold ingest),
+   and decoded, so only `parser.parse` is timed; once more right after the cold ingest, and
+   then with markdown-it-py's own default configuration for comparison, ADR 0028),
    BLAKE3 hashing, and process start (`raytsystem --help`).
 3. Through the CLI as subprocesses, the way people use it: cold `ingest --json` (wall time,
    peak memory), no-change re-ingest, one-file-change re-ingest, `query --json`, `verify --json`.
@@ -198,6 +199,8 @@ def run(opts: Options, log: Log = _stderr_log) -> dict[str, Any]:
         # ratio divides by the mean of the two.
         log("markdown-it-py parse again")
         m["parse_after"] = parse_baseline(files)
+        log("markdown-it-py parse, plain MarkdownIt(), for comparison")
+        m["parse_plain"] = parse_baseline(files, plain=True)
         m["disk_after_cold"] = disk_usage(ws)
         log(f"  {m['ingest_cold']['wall_s']} s; no-change re-ingest x{opts.repeat}")
         m["ingest_noop"] = noop_ingest(cli, opts.repeat)

@@ -28,8 +28,15 @@ def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def parse_baseline(files: list[Path]) -> dict[str, Any]:
-    """markdown-it-py over every Markdown file, one process, reading and decoding not timed."""
+def parse_baseline(files: list[Path], *, plain: bool = False) -> dict[str, Any]:
+    """markdown-it-py over every Markdown file, one process, reading and decoding not timed.
+
+    The parser is the Markdown adapter's (`make_parser`: CommonMark with HTML, GFM tables,
+    strikethrough, footnotes and front matter), the parse an ingest cannot do without and the
+    target's floor; `plain=True` times markdown-it-py's own default, `MarkdownIt()`, CommonMark
+    alone, for comparison (ADR 0028)."""
+    from markdown_it import MarkdownIt
+
     from raytsystem.model.adapters import media_type_for
     from raytsystem.model.adapters.markdown import make_parser
 
@@ -44,7 +51,7 @@ def parse_baseline(files: list[Path]) -> dict[str, Any]:
         except UnicodeDecodeError:
             continue
         size += len(data)
-    parser = make_parser()
+    parser = MarkdownIt() if plain else make_parser()
     parser.parse("# warm up\n\nThe parser compiles its rules on first use.\n")
     started, cpu_started = time.perf_counter(), time.process_time()
     for text in texts:

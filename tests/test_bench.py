@@ -12,7 +12,7 @@ import pytest
 from bench.cli import Cli
 from bench.instructions import _count, measure
 from bench.measure import run_process
-from bench.report import _cpu_figures, _target_ratio, _verify_figures
+from bench.report import _cpu_figures, _plain_figures, _target_ratio, _verify_figures
 
 # A child that burns CPU in two worker processes and reports what they used.
 _POOL = textwrap.dedent(
@@ -121,6 +121,18 @@ def test_the_verify_target_is_judged_on_the_bytes_it_re_hashes_not_the_whole_com
     # A hashing step slower than the target fails it, whatever the rest.
     slow = _verify_figures({**v, "blob_mb_per_s": 199.9}, 56.8, 1200.0)
     assert [f.status for f in slow if f.target == ">= 200"] == ["FAIL"]
+
+
+def test_plain_markdown_it_is_shown_beside_the_adapters_parser_without_a_target():
+    cold = {"wall_s": 50.0, "bytes": 60_000_000}
+    after = {"seconds": 24.0, "cpu_seconds": 24.0, "bytes": 60_000_000}
+    plain = {"seconds": 20.0, "cpu_seconds": 20.0, "bytes": 60_000_000, "mb_per_s": 3.0}
+    shown, ratio = _plain_figures(cold, after, plain)
+    assert shown.value == 3.0 and "1.2 × its CPU per byte" in shown.note
+    # 1.2 MB/s of ingest against 3.0 MB/s of plain parsing, for comparison only.
+    assert ratio.value == 0.4 and ratio.target is None and ratio.status is None
+    # Results saved before the plain parse was timed show neither.
+    assert _plain_figures(cold, after, None) == []
 
 
 def test_results_saved_without_cpu_figures_report_none():
