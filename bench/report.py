@@ -30,6 +30,9 @@ class Figure:
     note: str = ""
 
 
+# `verify` may take at most this many times the cold ingest's wall time (ADR 0027).
+VERIFY_OVER_INGEST = 1.5
+
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     "<=": operator.le,
@@ -116,17 +119,27 @@ def _parse_rate(before: dict[str, Any], after: dict[str, Any] | None) -> tuple[A
     return shown, note
 
 
+def _cpu_per_byte(run: dict[str, Any] | None) -> float | None:
+    if run and run.get("cpu_seconds") and run.get("bytes"):
+        return float(run["cpu_seconds"]) / float(run["bytes"])
+    return None
+
+
 def _plain_figures(
-    cold: dict[str, Any], after: dict[str, Any] | None, plain: dict[str, Any] | None
+    cold: dict[str, Any], adapter_after: dict[str, Any] | None, plain: dict[str, Any] | None
 ) -> list[Figure]:
-    """markdown-it-py's own default, `MarkdownIt()` (CommonMark alone), beside the adapter's
-    parser: what the syntax the adapter reads costs, and the ingest against the plainer parse.
-    For comparison only: the target's floor is the parse the ingest cannot skip (ADR 0028)."""
-    if not plain or not after:
+    """markdown-it-py's own default, `MarkdownIt()` (the CommonMark preset), beside the
+    adapter's parser: what the syntax the adapter reads on top costs (the plain run against the
+    adapter's run just before it), and the ingest against the plain parse. For comparison only:
+    the target's floor is the parse the ingest cannot skip (ADR 0028)."""
+    if not plain:
         return []  # results saved before the plain parse was timed
-    rules = _ratio(
-        after["cpu_seconds"] / after["bytes"] if after.get("bytes") else None,
-        plain["cpu_seconds"] / plain["bytes"] if plain.get("bytes") else None,
+    adapter_cost = _ratio(_cpu_per_byte(adapter_after), _cpu_per_byte(plain))
+    cost = (
+        f"the adapter's parser costs {adapter_cost} × its CPU per byte (the two runs back to "
+        "back, after the ingest)"
+        if adapter_cost
+        else "its CPU against the adapter's parser was not measured"
     )
     ingest, rate = _rate(cold, "wall_s"), _rate(plain, "seconds")
     return [
@@ -135,9 +148,8 @@ def _plain_figures(
             "markdown-it-py parse MB/s, plain MarkdownIt()",
             plain.get("mb_per_s"),
             "MB/s",
-            note=f"CommonMark alone: no tables, strikethrough, footnotes or front matter; the "
-            f"adapter's parser costs {rules} × its CPU per byte (runs back to back, after the "
-            "ingest; ADR 0028)",
+            note=f"the CommonMark preset: no tables, strikethrough, footnotes or front matter; "
+            f"{cost}; ADR 0028",
         ),
         _fig(
             "ingest",
@@ -340,9 +352,15 @@ def figures(result: dict[str, Any]) -> list[Figure]:
 
 
 def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[Figure]:
-    """`verify`'s figures. The 200 MB/s target is judged on the raw bytes it re-hashes; the
-    whole command re-derives every row, so its rate follows the rows and has no target, only
-    its ratio to the cold ingest's time (ADR 0027)."""
+    """`verify`'s figures (ADR 0027). The 200 MB/s target is judged on the corpus's raw bytes
+    over the seconds of the step that re-hashes every blob (the normalized texts are hashed in
+    the same step and not counted). The whole command re-derives every row, so its time follows
+    the rows, not the bytes: it is held to at most VERIFY_OVER_INGEST × the cold ingest's time,
+    which derived those rows."""
+    hash_seconds = v.get("hash_seconds") or (
+        v["blob_bytes"] / 1e6 / v["blob_mb_per_s"] if v.get("blob_mb_per_s") else None
+    )
+    raw_rate = v["raw_bytes"] / 1e6 / hash_seconds if hash_seconds else None
     return [
         _fig(
             "verify",
@@ -367,12 +385,21 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
         ),
         _fig(
             "verify",
-            "verify raw bytes re-hashed MB/s (JSON)",
-            v["blob_mb_per_s"],
+            "verify raw MB/s (corpus bytes ÷ re-hashing seconds)",
+            round(raw_rate, 1) if raw_rate else None,
             "MB/s",
             ">= 200",
-            note=f"{v['blob_bytes'] / 1e6:.1f} MB of blobs (raw files and normalized texts) over "
-            "the hashing step's wall time: the target's figure (ADR 0027)",
+            note=f"{v['raw_bytes'] / 1e6:.1f} MB of raw files over the {hash_seconds:.3f} s of "
+            "the step that re-hashes every blob, its processes' start included (ADR 0027)"
+            if hash_seconds
+            else "",
+        ),
+        _fig(
+            "verify",
+            "  every blob re-hashed MB/s (JSON)",
+            v["blob_mb_per_s"],
+            "MB/s",
+            note=f"{v['blob_bytes'] / 1e6:.1f} MB: the raw files and their normalized texts",
         ),
         _fig(
             "verify",
@@ -383,11 +410,18 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
         ),
         _fig(
             "verify",
-            "verify, whole command: workspace MB ÷ seconds",
-            v["raw_mb_per_s"],
+            "verify wall time ÷ cold ingest wall time",
+            _ratio(v["wall_s"], cold_wall),
+            "×",
+            f"<= {VERIFY_OVER_INGEST}",
+            note="it re-derives every row the ingest derived: its time follows the rows (ADR 0027)",
+        ),
+        _fig(
+            "verify",
+            "  whole command: corpus MB ÷ wall seconds",
+            v.get("raw_mb_per_s_wall"),
             "MB/s",
-            note=f"{_ratio(v['wall_s'], cold_wall)} × the cold ingest's wall time: it "
-            "re-derives every row, so it follows the rows, not the bytes (ADR 0027)",
+            note="no target: every ID, hash, reference, chain and index row is re-derived",
         ),
     ]
 
@@ -443,7 +477,9 @@ def _outcomes(summary: dict[str, Any]) -> str:
 def _value(f: Figure) -> str:
     if f.value is None:
         return "n/a"
-    if isinstance(f.value, float):
+    if isinstance(f.value, float) and f.unit == "×" and f.target:
+        text = f"{f.value:.4f}"  # a judged ratio, cut to four decimals: 0.5002 is not 0.5
+    elif isinstance(f.value, float):
         text = f"{f.value:,.1f}" if abs(f.value) >= 100 else f"{f.value:.3g}"
     elif isinstance(f.value, int):
         text = f"{f.value:,}"

@@ -31,10 +31,10 @@ def _rounded(value: float | None, digits: int = 3) -> float | None:
 def parse_baseline(files: list[Path], *, plain: bool = False) -> dict[str, Any]:
     """markdown-it-py over every Markdown file, one process, reading and decoding not timed.
 
-    The parser is the Markdown adapter's (`make_parser`: CommonMark with HTML, GFM tables,
-    strikethrough, footnotes and front matter), the parse an ingest cannot do without and the
-    target's floor; `plain=True` times markdown-it-py's own default, `MarkdownIt()`, CommonMark
-    alone, for comparison (ADR 0028)."""
+    The parser is the Markdown adapter's (`make_parser`: the CommonMark preset, HTML included,
+    with GFM tables, strikethrough, footnotes and front matter), the parse an ingest cannot do
+    without and the target's floor; `plain=True` times markdown-it-py's own default,
+    `MarkdownIt()`, the CommonMark preset alone, for comparison (ADR 0028)."""
     from markdown_it import MarkdownIt
 
     from raytsystem.model.adapters import media_type_for
@@ -292,6 +292,7 @@ def verify(cli: Cli, raw_bytes: int) -> dict[str, Any]:
         "json_seconds": report["seconds"],
         "blob_bytes": t["blob_bytes"],
         "blob_mb_per_s": t["mb_per_s"],
+        "hash_seconds": t["hash_seconds"],
         "raw_bytes": raw_bytes,
         "raw_mb_per_s": round(raw_bytes / 1e6 / report["seconds"], 1)
         if report["seconds"]
