@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytsystem.sentences import _walk, split_sentences
+from raytsystem.sentences import _HARD_BREAK, _Context, _hard_breaks, _walk, split_sentences
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sentences"
 LANGUAGES = ("en", "ru", "zh", "ja")
@@ -200,6 +200,22 @@ def test_contract_holds_with_any_protected_spans(
     spans = split_sentences(text, protected)
     check_contract(text, spans, protected)
     assert split_sentences(text, tuple(protected)) == spans
+
+
+BREAKS = "ab .\t \n\r\x85\u2028\u2029"
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.text(alphabet=st.sampled_from(BREAKS), max_size=40), spans_strategy)
+def test_hard_breaks_are_the_blank_line_pattern_s_matches(
+    text: str, protected: list[tuple[int, int]]
+) -> None:
+    # `_hard_breaks` tries the pattern only where a line break is; `finditer` tries it everywhere.
+    ctx = _Context(text, protected)
+    expected = []
+    for match in _HARD_BREAK.finditer(text):
+        expected.extend([cut for cut in match.span() if not ctx.splits(cut)][:1])
+    assert _hard_breaks(text, ctx) == expected
 
 
 @settings(deadline=None)

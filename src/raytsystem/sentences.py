@@ -146,6 +146,10 @@ _NONSPACE = re.compile(r"\S")
 _ALNUM = re.compile(r"[^\W_]")
 _LINE_BREAK = r"(?:\r\n|\r(?!\n)|[\n\x85\u2028\u2029])"
 _HARD_BREAK = re.compile(rf"{_LINE_BREAK}[^\S\r\n\x85\u2028\u2029]*{_LINE_BREAK}|\u2029")
+# Every hard break starts at a line break. Python's `re` scans for `_HARD_BREAK` by trying it
+# at every character, about 3 µs for a sentence of 120 characters, so `_hard_breaks` tries it
+# only where this finds a line break, which most texts have none of.
+_ANY_BREAK = re.compile(r"[\r\n\x85\u2028\u2029]")
 # Letters joined by dots, one letter each: e.g, i.e, a.m, U.S, т.е, J.R.R.
 _DOTTED_INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _ENUMERATOR = re.compile(r"\d{1,3}|[^\W\d_]|[ivx]{1,5}|[IVX]{1,5}")
@@ -302,12 +306,21 @@ class _ContentTracker:
 
 
 def _hard_breaks(text: str, ctx: _Context) -> list[int]:
+    """Where blank lines (and paragraph separators) cut the text: the matches of `_HARD_BREAK`
+    from left to right, as `finditer` finds them, each cut at its start or else its end,
+    whichever is outside the protected spans."""
     cuts: list[int] = []
-    for match in _HARD_BREAK.finditer(text):
+    position = 0
+    while (line_break := _ANY_BREAK.search(text, position)) is not None:
+        match = _HARD_BREAK.match(text, line_break.start())
+        if match is None:
+            position = line_break.end()
+            continue
         for cut in match.span():
             if not ctx.splits(cut):
                 cuts.append(cut)
                 break
+        position = match.end()
     return cuts
 
 
