@@ -28,6 +28,10 @@ def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _mib(kib: int | None) -> float | None:
+    return round(kib / 1024, 1) if kib else None
+
+
 def parse_baseline(files: list[Path], *, plain: bool = False) -> dict[str, Any]:
     """markdown-it-py over every Markdown file, one process, reading and decoding not timed.
 
@@ -119,9 +123,8 @@ def cold_ingest(cli: Cli, jobs: int | None, corpus_bytes: int) -> dict[str, Any]
         # CPU of the ingest and its workers: the work done, whatever the number of cores
         "cpu_user_s": _rounded(proc.user_s),
         "cpu_system_s": _rounded(proc.system_s),
-        "tree_peak_pss_mib": (
-            round(proc.tree_peak_pss_kib / 1024, 1) if proc.tree_peak_pss_kib else None
-        ),
+        "tree_peak_pss_mib": _mib(proc.tree_peak_pss_kib),
+        "tree_peak_rss_sum_mib": _mib(proc.tree_peak_rss_sum_kib),
         "jobs": jobs or min(os.cpu_count() or 1, 8),
     }
 

@@ -12,7 +12,15 @@ import pytest
 from bench.cli import Cli
 from bench.instructions import _count, measure
 from bench.measure import run_process
-from bench.report import _cpu_figures, _fig, _plain_figures, _target_ratio, _value, _verify_figures
+from bench.report import (
+    _cpu_figures,
+    _fig,
+    _memory_figures,
+    _plain_figures,
+    _target_ratio,
+    _value,
+    _verify_figures,
+)
 
 # A child that burns CPU in two worker processes and reports what they used.
 _POOL = textwrap.dedent(
@@ -46,22 +54,48 @@ def test_run_process_counts_the_cpu_of_the_workers_it_waited_for(tmp_path):
 
 _HOLD = textwrap.dedent(
     """
-    import time
-    block = bytearray(96 * 1024 * 1024)  # touched: resident
-    for i in range(0, len(block), 4096):
-        block[i] = 1
-    time.sleep(1.5)
+    import subprocess, sys, time
+    def hold(mib):
+        block = bytearray(mib * 1024 * 1024)  # touched: resident
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        return block
+    if sys.argv[1:] == ["child"]:
+        kept = hold(64)
+        time.sleep(1.5)
+    else:
+        kept = hold(96)
+        subprocess.run([sys.executable, __file__, "child"], check=True)
     """
 )
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="no smaps_rollup")
-def test_the_tree_sampler_sees_what_a_child_holds(tmp_path):
+def test_the_tree_sampler_sees_what_a_child_and_its_own_child_hold(tmp_path):
     script = tmp_path / "hold.py"
     script.write_text(_HOLD)
     result = run_process([sys.executable, str(script)], sample_tree=True).check()
     assert result.tree_peak_pss_kib is not None
-    assert result.tree_peak_pss_kib >= 90 * 1024
+    assert result.tree_peak_pss_kib >= (96 + 60) * 1024  # both at once, while the child sleeps
+    assert result.tree_peak_rss_sum_kib is not None
+    # each process's own peak added: at least both blocks, and at least the PSS seen at once
+    assert result.tree_peak_rss_sum_kib >= max((96 + 64) * 1024, result.tree_peak_pss_kib)
+    # without a sampler, neither is measured
+    plain = run_process([sys.executable, "-c", "pass"]).check()
+    assert plain.tree_peak_pss_kib is None and plain.tree_peak_rss_sum_kib is None
+
+
+def test_the_memory_target_is_judged_on_every_process_when_it_was_measured():
+    cold = {"max_rss_mib": 800.0, "tree_peak_pss_mib": 870.0, "tree_peak_rss_sum_mib": 1030.0}
+    whole, largest, pss = _memory_figures(cold)
+    assert (whole.value, whole.target, whole.status) == (1030.0, "< 1024", "FAIL")
+    assert largest.target is None and pss.target is None
+    # a result saved before the sum was measured: the largest process is judged, as it was
+    old = _memory_figures({**cold, "tree_peak_rss_sum_mib": None})
+    assert [(f.label, f.status) for f in old] == [
+        ("ingest peak RSS (largest process)", "PASS"),
+        ("ingest peak PSS (whole tree, sampled)", None),
+    ]
 
 
 def _runs(cpu: tuple[float, float] | None) -> tuple[dict, dict, dict]:

@@ -41,10 +41,10 @@ COMMIT_EVERY = 30  # `batch` calls per ledger transaction
 # The ingest connection's SQLite page cache. Past 10,000 files the B-trees of random IDs
 # outgrow it and every insert pays for reading and rewriting pages: at 50,000 files the writer
 # becomes the bottleneck. 256 MiB instead of 128: a cold ingest of 50,000 files in 222 s instead
-# of 252 s, peak RSS 780 MiB instead of 645 MiB. 384 MiB instead of 256 (two alternated pairs):
-# 255 and 280 s instead of 267 and 303 s, system time 41-44 s instead of 51-55 s, peak RSS
-# 925-939 MiB instead of 791-793 MiB, under the 1 GiB the ingest is held to (ADR 0017).
-LEDGER_CACHE_MIB = 384
+# of 252 s, peak RSS 780 MiB instead of 645 MiB. 384 MiB looked 4-8% faster in two pairs,
+# within the machine's drift, and put the writer and its worker together at the 1 GiB the
+# ingest is held to (ADR 0017).
+LEDGER_CACHE_MIB = 256
 
 _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
