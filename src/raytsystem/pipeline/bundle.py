@@ -60,7 +60,7 @@ def _claim_items(
     for c in chosen:
         view = views[c.claim_id]
         statement_ev = next(e for e in view.evidence if e.role == "statement")
-        matched = sorted(wanted.intersection(c.dedupe_key.split()))
+        matched = sorted(wanted.intersection((c.dedupe_key or "").split()))
         why = [f"{view.authority} claim", f"relevance {c.score:.3f}"]
         if matched:
             why.append("says: " + ", ".join(matched))

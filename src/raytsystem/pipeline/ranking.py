@@ -21,9 +21,9 @@ import bisect
 import heapq
 import math
 import sqlite3
-from collections.abc import Container, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Any, Final
 
 SOURCE_CANDIDATES: Final = 200
 # Past this many pairs of terms, claims are filtered after reading (see `claim_filter`).
@@ -47,7 +47,7 @@ class Candidate:
     authority: str
     source_id: str
     score: float
-    dedupe_key: str  # the claim's analyzed terms
+    dedupe_key: str | None  # the claim's analyzed terms; read by `rank` when None
     rowid: int
     # Read for the chosen claims only (`choose`), to be checked against the ledger.
     object_hash: str = ""
@@ -135,19 +135,6 @@ def _fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
 _W_STATEMENT, _W_HEADING, _W_PATH = WEIGHTS
 
 
-class Shared(NamedTuple):
-    """A heading's or a path's analyzed text, which many claims share: what scoring needs."""
-
-    length: int  # tokens
-    counts: dict[str, int]  # of the question's terms among them
-    has: set[str]  # those terms
-
-    @classmethod
-    def of(cls, tokens: list[str], terms: set[str]) -> Shared:
-        has = terms.intersection(tokens)
-        return cls(len(tokens), {t: tokens.count(t) for t in has}, has)
-
-
 class ClaimScorer:
     """FTS5's `bm25(claims_fts, *WEIGHTS)`, computed for the claims that can answer.
 
@@ -171,27 +158,24 @@ class ClaimScorer:
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf[term] = idf if idf > 0 else 1e-6
 
-    def score(
-        self, statement: list[str], heading: Shared, path: Shared, present: Container[str]
-    ) -> float:
-        """The BM25 of a claim (higher is better) given its statement's tokens and its
-        heading's and path's counts (`Shared`, counted once for all the claims that share
-        them); `present` holds every phrase among them (the others add exactly 0)."""
-        norm = self.K1 * (
-            1 - self.B + self.B * (len(statement) + heading.length + path.length) / self.avgdl
-        )
+    def score(self, length: int, hits: Mapping[str, tuple[int, int, int]]) -> float:
+        """The BM25 of a claim (higher is better), given its length in tokens (all three
+        columns) and how often each phrase is in its statement, heading and path (a phrase not
+        in `hits` is in none: it would add exactly 0)."""
+        norm = self.K1 * (1 - self.B + self.B * length / self.avgdl)
         score = 0.0
         for term in self.phrases:
-            if term not in present:
+            if term not in hits:
                 continue
+            in_statement, in_heading, in_path = hits[term]
             # FTS5 adds a column's weight once per hit, column by column: the same additions
             # in the same order (a product would round differently), the hits counted in C.
             freq = 0.0
-            for _ in range(statement.count(term)):
+            for _ in range(in_statement):
                 freq += _W_STATEMENT
-            for _ in range(heading.counts.get(term, 0)):
+            for _ in range(in_heading):
                 freq += _W_HEADING
-            for _ in range(path.counts.get(term, 0)):
+            for _ in range(in_path):
                 freq += _W_PATH
             score += self.idf[term] * ((freq * (self.K1 + 1.0)) / (freq + norm))
         return score
@@ -295,6 +279,60 @@ def _claims_in(
     return found
 
 
+def score_claims(
+    conn: sqlite3.Connection, rowids: list[int], query_terms: list[str], scorer: ClaimScorer
+) -> dict[int, float]:
+    """The BM25 of each of these claims that itself holds the one term of a one-term question,
+    or two terms of a longer one (in its statement, heading path or file path); the others
+    are left out.
+
+    A claim's score follows from its length in tokens and its terms' counts in each column,
+    so claims alike in those are scored once: a common word's 60,000 claims have a few
+    hundred kinds. The question's terms are distinct (`parse_query`)."""
+    own_need = min(len(query_terms), 2)
+    # A source's claims share a few heading paths and one file path: each such text is split
+    # once, into its length and how often each of the question's terms is in it.
+    tallies: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def tally(text: str) -> tuple[int, tuple[int, ...]]:
+        tokens = text.split()
+        got = tallies[text] = (len(tokens), tuple(map(tokens.count, query_terms)))
+        return got
+
+    def evaluate(
+        length: int, statement: tuple[int, ...], heading: tuple[int, ...], path: tuple[int, ...]
+    ) -> float | None:
+        hits = {
+            t: (s, h, p)
+            for t, s, h, p in zip(query_terms, statement, heading, path, strict=True)
+            if s or h or p
+        }
+        if len(hits) < own_need:
+            return None  # the claim itself must say something about the question
+        return scorer.score(length, hits)
+
+    scores: dict[tuple[Any, ...], float | None] = {}
+    scored: dict[int, float] = {}
+    # FTS5's content table (`id`, one `c<n>` per column) read directly: the same rows as
+    # `claims_fts` by rowid, at half the cost.
+    for rowid, terms_, heading, path in conn.execute(
+        f"SELECT id, c0, c1, c2 FROM claims_fts_content WHERE id IN ({_listed(rowids)})"
+    ):
+        statement = terms_.split()
+        heading_length, in_heading = tallies.get(heading) or tally(heading)
+        path_length, in_path = tallies.get(path) or tally(path)
+        key = (
+            len(statement) + heading_length + path_length,
+            tuple(map(statement.count, query_terms)),
+            in_heading,
+            in_path,
+        )
+        score = scores[key] if key in scores else scores.setdefault(key, evaluate(*key))
+        if score is not None:
+            scored[rowid] = score
+    return scored
+
+
 def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candidate]:
     """The claims that may answer, with their relevance (see the module's docstring)."""
     df = _vocabulary(conn, "sources_fts", query_terms)
@@ -336,44 +374,21 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     spans = [(low, high) for low, high, _, _ in blocks]
 
     scorer = ClaimScorer(conn, searched)
-    wanted = set(query_terms)
-    own_need = min(len(query_terms), 2)
     filtered = claim_filter(searched, query_terms)
     paired = filtered != expression
     matched = _claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
-    scored: dict[int, tuple[float, str]] = {}
-    # A source's claims share a few heading paths and one file path: each such column text is
-    # split once, with the question's terms in it.
-    shared: dict[str, Shared] = {}
-
-    def split(text: str) -> Shared:
-        got = shared.get(text)
-        if got is None:
-            got = shared[text] = Shared.of(text.split(), wanted)
-        return got
-
-    # FTS5's content table (`id`, one `c<n>` per column) read directly: the same rows as
-    # `claims_fts` by rowid, at half the cost.
-    for rowid, terms_, heading, path in conn.execute(
-        f"SELECT id, c0, c1, c2 FROM claims_fts_content WHERE id IN ({_listed(matched)})"
-    ):
-        statement = terms_.split()
-        in_heading, in_path = split(heading), split(path)
-        present = wanted.intersection(statement).union(in_heading.has, in_path.has)
-        if len(present) < own_need:
-            continue  # the claim itself must say something about the question
-        scored[rowid] = (scorer.score(statement, in_heading, in_path, present), terms_)
+    scored = score_claims(conn, matched, query_terms, scorer)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
-    best_claim = max(score for score, _ in scored.values()) or 1.0
+    best_claim = max(scored.values()) or 1.0
     lows = [low for low, _ in spans]
     out = []
-    for rowid, (score, claim_terms) in scored.items():
+    for rowid, score in scored.items():
         _, _, source_id, authority = blocks[bisect.bisect_right(lows, rowid) - 1]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
-        # The claim's ID is read by `rank`, for the few claims it gets to.
-        out.append(Candidate("", authority or "", source_id, relevance, claim_terms, rowid))
+        # The claim's ID and terms are read by `rank`, for the few claims it gets to.
+        out.append(Candidate("", authority or "", source_id, relevance, None, rowid))
     return out
 
 
@@ -401,8 +416,16 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
                 f"SELECT rowid, object_id FROM docs WHERE rowid IN ({_listed(c.rowid for _, c in got)})"
             )
         )
+        unread = [c.rowid for _, c in got if c.dedupe_key is None]
+        keys = dict(
+            conn.execute(f"SELECT id, c0 FROM claims_fts_content WHERE id IN ({_listed(unread)})")
+            if unread
+            else ()
+        )
         for _, c in got:
             c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
+            if c.dedupe_key is None:
+                c.dedupe_key = keys.get(c.rowid, "")
         ordered.extend(got)
 
     chosen: list[Candidate] = []
@@ -419,9 +442,10 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
             end += 1
         run = sorted((c for _, c in ordered[start:end] if c.claim_id), key=lambda c: c.claim_id)
         for c in run:
-            if c.dedupe_key in seen:
+            key = c.dedupe_key or ""  # read by `take`
+            if key in seen:
                 continue
-            seen.add(c.dedupe_key)
+            seen.add(key)
             chosen.append(c)
             if len(chosen) == limit:
                 return chosen
