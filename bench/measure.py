@@ -9,10 +9,12 @@ a sampler thread watches the whole process tree, which a fork pool makes larger 
 single process, two ways:
 
 - `tree_peak_rss_sum_kib`: the sum of every process's own peak RSS (the kernel's `VmHWM`, read
-  every 0.2 s; the child's own from `wait4`). An upper bound of the tree's peak, never an
-  estimate below it: peaks reached at different times are added, and pages a forked worker
-  shares with its parent are counted in both. A peak is a high-water mark, so sampling misses
-  only what a process gained after the last reading before it ended.
+  every 0.2 s), the child's taken from `wait4` (the largest of it and every process it
+  reaped, so never less than its own). An upper bound of the tree's peak: peaks reached at
+  different times are added, and pages a forked worker shares with its parent are counted in
+  both. A peak is a high-water mark, so sampling misses only what a process gained after its
+  last reading and before it ended (at most 0.2 s of growth), or a process that lived less
+  than 0.2 s. A process is known by its pid and start time, so a reused pid is another one.
 - `tree_peak_pss_kib`: the largest sum of the processes' proportional set sizes (PSS, shared
   pages split fairly) seen at one time: an estimate of the tree's real peak, from below.
   Reading PSS is not free: the kernel walks the page tables of every process sampled, 15 ms
@@ -24,6 +26,7 @@ single process, two ways:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -36,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-SAMPLE_SECONDS = 0.2  # the shortest wait between two samples of the tree's PSS
-SAMPLER_SHARE = 0.01  # of one core, at most: a sample that took t seconds waits t / this
+SAMPLE_SECONDS = 0.2  # between two readings of the tree's peaks; PSS at most this often
+SAMPLER_SHARE = 0.01  # of one core, at most, for PSS: a reading that took t s waits t / this
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,14 @@ class ProcResult:
 
 
 def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    try:
-        return [int(x) for x in path.read_text().split()]
-    except OSError:
-        pass
+    """The children of a process, forked from any of its threads."""
+    if Path(f"/proc/{pid}/task/{pid}/children").exists():
+        out = []
+        for task in Path(f"/proc/{pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # the thread ended meanwhile
+                out += [int(x) for x in task.read_text().split()]
+        return out
+    # a kernel without `children` files: every process's parent
     out = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -93,13 +99,15 @@ def _pss_kib(pid: int) -> int:
         return 0
 
 
-def _hwm_kib(pid: int) -> int | None:
-    """A process's peak resident set so far (`VmHWM`), or None when it is gone."""
+def _peak_rss(pid: int) -> tuple[tuple[int, int], int] | None:
+    """((pid, start time), peak resident set so far in KiB: `VmHWM`) of a process, or None when
+    it is gone or has ended (a zombie has no memory)."""
     try:
+        started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
+                return (pid, started), int(line.split()[1])
+    except (OSError, ValueError, IndexError):
         pass
     return None
 
@@ -118,7 +126,7 @@ class _TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid = pid
         self.peak = 0  # the whole tree's PSS at one time, the largest seen
-        self.hwm: dict[int, int] = {}  # each process's peak RSS, as last read
+        self.hwm: dict[tuple[int, int], int] = {}  # (pid, start time): peak RSS, last read
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -126,17 +134,18 @@ class _TreeSampler(threading.Thread):
         while not self.stop.wait(SAMPLE_SECONDS):
             pids = _tree(self.pid)
             for pid in pids:
-                hwm = _hwm_kib(pid)
-                if hwm is not None:
-                    self.hwm[pid] = max(hwm, self.hwm.get(pid, 0))
+                read = _peak_rss(pid)
+                if read is not None:
+                    process, kib = read
+                    self.hwm[process] = max(kib, self.hwm.get(process, 0))
             if time.monotonic() >= next_pss:
                 began = time.thread_time()
                 self.peak = max(self.peak, sum(map(_pss_kib, pids)))
                 next_pss = time.monotonic() + (time.thread_time() - began) / SAMPLER_SHARE
 
     def rss_sum(self, root_kib: int) -> int:
-        """Every process's peak RSS added up, the root's own taken from `wait4`."""
-        return root_kib + sum(kib for pid, kib in self.hwm.items() if pid != self.pid)
+        """Every process's peak RSS added up, the root's taken from `wait4` (`root_kib`)."""
+        return root_kib + sum(kib for (pid, _), kib in self.hwm.items() if pid != self.pid)
 
 
 def _drain(stream: IO[bytes] | None, into: list[bytes]) -> None:
@@ -152,7 +161,7 @@ def run_process(
     sample_tree: bool = False,
 ) -> ProcResult:
     """Run `argv` to completion; wall time, output, exit status and peak memory."""
-    sampling = sample_tree and Path("/proc/self/smaps_rollup").exists()
+    sampling = sample_tree and Path("/proc/self/status").exists()
     started = time.perf_counter()
     proc = subprocess.Popen(
         list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd
@@ -166,11 +175,17 @@ def run_process(
     for t in readers:
         t.start()
     sampler = _TreeSampler(proc.pid) if sampling else None
+    ended: float | None = None
     if sampler:
         sampler.start()
+        # Ended, not yet reaped: its pid cannot be reused while the sampler stops.
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        ended = time.perf_counter()
+        sampler.stop.set()
+        sampler.join()
     if hasattr(os, "wait4"):
         _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
+        seconds = (ended or time.perf_counter()) - started
         returncode = os.waitstatus_to_exitcode(status)
         proc.returncode = returncode  # reaped here; keep Popen from waiting again
         max_rss = usage.ru_maxrss
@@ -180,9 +195,6 @@ def run_process(
         seconds = time.perf_counter() - started
         max_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         cpu = (None, None)
-    if sampler:
-        sampler.stop.set()
-        sampler.join()
     for t in readers:
         t.join()
     if sys.platform == "darwin":  # macOS reports bytes, Linux KiB

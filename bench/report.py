@@ -205,9 +205,9 @@ def _cpu_figures(
 
 def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
     """The cold ingest's peak memory. The target (under 1 GiB at 50,000 files) is judged on
-    the whole process tree, every process's own peak added up: an upper bound of the peak, so
-    a pass cannot be sampling's luck. Results saved before that was measured judge the largest
-    single process instead (ADR 0017)."""
+    the whole process tree, every process's own peak added up: an upper bound of the peak
+    (but for a worker's growth in its last 0.2 s), not a sample of it. Results saved before
+    that was measured judge the largest single process instead (ADR 0017)."""
     tree = cold.get("tree_peak_rss_sum_mib")
     largest = _fig(
         "ingest",

@@ -59,6 +59,8 @@ def test_bundle_is_deterministic_verified_and_within_budget(kb: Path) -> None:
     assert hashlib.sha256(canonical_json(without)).hexdigest() == first["bundle_sha256"]
     assert first["budget"]["estimated_tokens"] <= 2000
     assert first["items"][0]["authority"] == "manual"
+    # which of the question's terms the claim itself holds (its terms, read by ranking)
+    assert "says: attempt, payment, retri" in first["items"][0]["why"], first["items"][0]
     assert first["items"][0]["citations"][0]["excerpt"] == "at most 5 attempts"
     assert "knowledge/manual/retries.md" in first["must_read"]
     kinds = {i["kind"] for i in first["items"]}

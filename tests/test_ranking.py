@@ -294,10 +294,16 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
         "INSERT INTO docs VALUES (?, ?)",
         [(i + 1, f"clm_{cid}") for i, (*_, cid) in enumerate(rows)],
     )
+    conn.execute("CREATE TABLE claims_fts_content (id INTEGER PRIMARY KEY, c0 TEXT)")
+    conn.executemany(
+        "INSERT INTO claims_fts_content VALUES (?, ?)",
+        [(i + 1, terms) for i, (_, _, terms, _) in enumerate(rows)],
+    )
 
     def found() -> list[ranking.Candidate]:
+        # as `candidates` makes them, every other one: the terms left for `rank` to read
         return [
-            ranking.Candidate("", authority, "src", score, terms, i + 1)
+            ranking.Candidate("", authority, "src", score, None if i % 2 else terms, i + 1)
             for i, (authority, score, terms, _) in enumerate(rows)
         ]
 
@@ -305,6 +311,7 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
     everything = found()
     for c in everything:
         c.claim_id = f"clm_{rows[c.rowid - 1][3]}"
+        c.dedupe_key = rows[c.rowid - 1][2]
     everything.sort(
         key=lambda c: (ranking.AUTHORITY_RANK[c.authority], -round(c.score, 9), c.claim_id)
     )
@@ -314,6 +321,18 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
             expected.append((c.claim_id, c.rowid))
     got = [(c.claim_id, c.rowid) for c in ranking.rank(conn, found(), limit)]
     assert got == expected[:limit]
+
+
+def test_rank_drops_a_claim_whose_terms_are_missing_from_a_damaged_index() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE docs (rowid INTEGER PRIMARY KEY, object_id TEXT)")
+    conn.executemany("INSERT INTO docs VALUES (?, ?)", [(1, "clm_a"), (2, "clm_b"), (3, "clm_c")])
+    conn.execute("CREATE TABLE claims_fts_content (id INTEGER PRIMARY KEY, c0 TEXT)")
+    conn.executemany("INSERT INTO claims_fts_content VALUES (?, ?)", [(1, "x"), (3, "x y")])
+    found = [ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i) for i in (1, 2, 3)]
+    chosen = ranking.rank(conn, found, 5)
+    # the second has no full-text row: not a candidate, and not a duplicate of anything
+    assert [(c.claim_id, c.dedupe_key) for c in chosen] == [("clm_a", "x"), ("clm_c", "x y")]
 
 
 def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:

@@ -60,6 +60,7 @@ def _claim_items(
     for c in chosen:
         view = views[c.claim_id]
         statement_ev = next(e for e in view.evidence if e.role == "statement")
+        # a chosen claim's terms were read by `rank` (its dedupe key)
         matched = sorted(wanted.intersection((c.dedupe_key or "").split()))
         why = [f"{view.authority} claim", f"relevance {c.score:.3f}"]
         if matched:

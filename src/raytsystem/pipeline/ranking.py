@@ -283,8 +283,8 @@ def score_claims(
     conn: sqlite3.Connection, rowids: list[int], query_terms: list[str], scorer: ClaimScorer
 ) -> dict[int, float]:
     """The BM25 of each of these claims that itself holds the one term of a one-term question,
-    or two terms of a longer one (in its statement, heading path or file path); the others
-    are left out.
+    or at least two terms of a longer one (in its statement, heading path or file path); the
+    others are left out.
 
     A claim's score follows from its length in tokens and its terms' counts in each column,
     so claims alike in those are scored once: a common word's 60,000 claims have a few
@@ -327,7 +327,9 @@ def score_claims(
             in_heading,
             in_path,
         )
-        score = scores[key] if key in scores else scores.setdefault(key, evaluate(*key))
+        if key not in scores:
+            scores[key] = evaluate(*key)
+        score = scores[key]
         if score is not None:
             scored[rowid] = score
     return scored
@@ -425,7 +427,9 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
         for _, c in got:
             c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
             if c.dedupe_key is None:
-                c.dedupe_key = keys.get(c.rowid, "")
+                c.dedupe_key = keys.get(c.rowid)
+                if c.dedupe_key is None:  # no full-text row either (a damaged index)
+                    c.claim_id = ""
         ordered.extend(got)
 
     chosen: list[Candidate] = []
@@ -442,8 +446,8 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
             end += 1
         run = sorted((c for _, c in ordered[start:end] if c.claim_id), key=lambda c: c.claim_id)
         for c in run:
-            key = c.dedupe_key or ""  # read by `take`
-            if key in seen:
+            key = c.dedupe_key
+            if key is None or key in seen:  # None: never, `take` read it or dropped the claim
                 continue
             seen.add(key)
             chosen.append(c)
