@@ -206,7 +206,7 @@ def _cpu_figures(
 def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
     """The cold ingest's peak memory. The target (under 1 GiB at 50,000 files) is judged on
     the whole process tree, every process's own peak added up: an upper bound of the peak
-    (but for a worker's growth in its last 0.2 s), not a sample of it. Results saved before
+    (but for a process's growth in its last 0.1 s), not a sample of it. Results saved before
     that was measured judge the largest single process instead (ADR 0017)."""
     tree = cold.get("tree_peak_rss_sum_mib")
     largest = _fig(
@@ -216,7 +216,7 @@ def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
         "MiB",
         None if tree else "< 1024",
         None if tree else 50_000,
-        note="os.wait4 ru_maxrss",
+        note="its own VmHWM, read every 0.1 s" if tree else "os.wait4 ru_maxrss",
     )
     pss = _fig(
         "ingest",
@@ -403,7 +403,7 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
             "verify peak RSS (largest process)",
             v.get("max_rss_mib"),
             "MiB",
-            note="os.wait4 ru_maxrss; it streams what it checks (ADR 0024)",
+            note="its own VmHWM, read every 0.1 s; it streams what it checks (ADR 0024)",
         ),
         _fig(
             "verify",

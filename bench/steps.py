@@ -281,7 +281,7 @@ def query_cli(cli: Cli, texts: list[str], start_s: float) -> dict[str, Any]:
 
 
 def verify(cli: Cli, raw_bytes: int) -> dict[str, Any]:
-    proc = cli.run("verify", "--json")
+    proc = cli.run("verify", "--json", sample_tree=True)  # its own peak, not the bench's
     report = json.loads(proc.stdout)
     if "error" in report:
         raise RuntimeError(f"verify failed: {report['error']}")
