@@ -144,12 +144,13 @@ _RUN = re.compile(
 _FOOTNOTE = re.compile(r"(?:\[\d{1,4}\]|[\u00b9\u00b2\u00b3\u2070\u2074-\u2079])+")
 _NONSPACE = re.compile(r"\S")
 _ALNUM = re.compile(r"[^\W_]")
+_BREAK_CHARS = r"\r\n\x85\u2028\u2029"  # every character that ends a line
 _LINE_BREAK = r"(?:\r\n|\r(?!\n)|[\n\x85\u2028\u2029])"
-_HARD_BREAK = re.compile(rf"{_LINE_BREAK}[^\S\r\n\x85\u2028\u2029]*{_LINE_BREAK}|\u2029")
+_HARD_BREAK = re.compile(rf"{_LINE_BREAK}[^\S{_BREAK_CHARS}]*{_LINE_BREAK}|\u2029")
 # Every hard break starts at a line break. Python's `re` scans for `_HARD_BREAK` by trying it
 # at every character, about 3 µs for a sentence of 120 characters, so `_hard_breaks` tries it
 # only where this finds a line break, which most texts have none of.
-_ANY_BREAK = re.compile(r"[\r\n\x85\u2028\u2029]")
+_ANY_BREAK = re.compile(f"[{_BREAK_CHARS}]")
 # Letters joined by dots, one letter each: e.g, i.e, a.m, U.S, т.е, J.R.R.
 _DOTTED_INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _ENUMERATOR = re.compile(r"\d{1,3}|[^\W\d_]|[ivx]{1,5}|[IVX]{1,5}")
