@@ -17,6 +17,9 @@ than any single process, and then `max_rss_kib` is the largest process's own pea
   at different times are added and pages a forked worker shares with its parent are counted
   in both. A peak is a high-water mark, so sampling misses only what a process gained in its
   last 0.1 s, or a process that lived less than 0.1 s.
+- `tree_peak_memory_files_kib`: the most that files held only in memory (Linux `memfd`,
+  through which an ingest's workers hand over their results) held at one time, read at the
+  same moments. No process's RSS counts their pages, so the judged sum adds this too.
 - `tree_peak_pss_kib`: the largest sum of the processes' proportional set sizes (PSS, shared
   pages split fairly) seen at one time: an estimate of the tree's real peak, from below.
   Reading PSS is not free: the kernel walks the page tables of every process sampled, 15 ms
@@ -55,7 +58,9 @@ class ProcResult:
     stderr: str
     max_rss_kib: int
     tree_peak_pss_kib: int | None = None
-    tree_peak_rss_sum_kib: int | None = None  # every process's own peak RSS, added up
+    # every process's own peak RSS, added up, and the peak of memory files (below)
+    tree_peak_rss_sum_kib: int | None = None
+    tree_peak_memory_files_kib: int | None = None  # the most held in memory files at a time
     user_s: float | None = None  # CPU seconds, the child's and its waited-for descendants'
     system_s: float | None = None
 
@@ -115,6 +120,25 @@ def _peak_rss(pid: int) -> tuple[tuple[int, int], int] | None:
     return None
 
 
+def _memory_files(pid: int) -> dict[tuple[int, int], int]:
+    """(device, inode): size in bytes of each file in memory (`memfd`) a process holds open."""
+    out: dict[tuple[int, int], int] = {}
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return out
+    for fd in fds:
+        path = f"{fd_dir}/{fd}"
+        try:
+            if os.readlink(path).startswith("/memfd:"):
+                st = os.stat(path)
+                out[st.st_dev, st.st_ino] = st.st_size
+        except OSError:  # closed meanwhile
+            continue
+    return out
+
+
 def _tree(root: int) -> list[int]:
     pids, todo = [], [root]
     while todo:
@@ -130,17 +154,21 @@ class _TreeSampler(threading.Thread):
         self.pid = pid
         self.peak = 0  # the whole tree's PSS at one time, the largest seen
         self.hwm: dict[tuple[int, int], int] = {}  # (pid, start time): peak RSS, last read
+        self.files_peak = 0  # KiB in memory files at one time (shared by processes: once)
         self.stop = threading.Event()
 
     def run(self) -> None:
         next_pss = time.monotonic() + PSS_SECONDS
         while not self.stop.wait(PEAK_SECONDS):
             pids = _tree(self.pid)
+            files: dict[tuple[int, int], int] = {}
             for pid in pids:
                 read = _peak_rss(pid)
                 if read is not None:
                     process, kib = read
                     self.hwm[process] = max(kib, self.hwm.get(process, 0))
+                files.update(_memory_files(pid))
+            self.files_peak = max(self.files_peak, sum(files.values()) // 1024)
             if time.monotonic() >= next_pss:
                 began = time.thread_time()
                 self.peak = max(self.peak, sum(map(_pss_kib, pids)))
@@ -202,6 +230,7 @@ def run_process(
     seen_root = sampler is not None and any(pid == proc.pid for pid, _ in sampler.hwm)
     if sampler and seen_root:  # each process's own peaks, not its starter's
         max_rss = max(sampler.hwm.values())
+    measured = sampler if sampler and seen_root else None
     return ProcResult(
         tuple(argv),
         returncode,
@@ -209,9 +238,13 @@ def run_process(
         b"".join(out).decode("utf-8", "replace"),
         b"".join(err).decode("utf-8", "replace"),
         int(max_rss),
-        sampler.peak if sampler else None,
-        sum(sampler.hwm.values()) if sampler and seen_root else None,
-        *cpu,
+        tree_peak_pss_kib=sampler.peak if sampler else None,
+        tree_peak_rss_sum_kib=sum(measured.hwm.values()) + measured.files_peak
+        if measured
+        else None,
+        tree_peak_memory_files_kib=measured.files_peak if measured else None,
+        user_s=cpu[0],
+        system_s=cpu[1],
     )
 
 

@@ -235,7 +235,8 @@ def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
         "MiB",
         "< 1024",
         50_000,
-        note="each process's own peak RSS (VmHWM), added up: an upper bound of the tree's peak",
+        note="each process's own peak RSS (VmHWM), added up, and the most held in memory "
+        "files (the workers' results, ADR 0029): an upper bound of the tree's peak",
     )
     return [whole, largest, pss]
 

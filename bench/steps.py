@@ -125,6 +125,7 @@ def cold_ingest(cli: Cli, jobs: int | None, corpus_bytes: int) -> dict[str, Any]
         "cpu_system_s": _rounded(proc.system_s),
         "tree_peak_pss_mib": _mib(proc.tree_peak_pss_kib),
         "tree_peak_rss_sum_mib": _mib(proc.tree_peak_rss_sum_kib),
+        "tree_peak_memory_files_mib": _mib(proc.tree_peak_memory_files_kib),
         "jobs": jobs or min(os.cpu_count() or 1, 8),
     }
 

@@ -218,3 +218,23 @@ def test_instructions_measure_an_ingest_of_every_file_of_any_folder(tmp_path):
     assert result["files"] == 1
     assert result["parse_instructions_per_file"] > 0
     assert result["ingest_instructions_per_file"] > result["parse_instructions_per_file"]
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd")
+def test_the_tree_sampler_counts_memory_files_once_though_two_processes_hold_them():
+    """A memfd's pages are in no process's RSS: the sum adds the most the files held at once,
+    each file once however many processes hold it (a forked child shares its parent's)."""
+    script = (
+        "import os, time\n"
+        "fd = os.memfd_create('held')\n"
+        "os.write(fd, b'x' * (48 * 1024 * 1024))\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(0.6)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.6)\n"
+        "os.wait()\n"
+    )
+    result = run_process([sys.executable, "-c", script], sample_tree=True).check()
+    assert result.tree_peak_memory_files_kib == 48 * 1024
+    assert result.tree_peak_rss_sum_kib is not None
+    assert result.tree_peak_rss_sum_kib >= (48 + 2 * 4) * 1024  # and two Pythons' own

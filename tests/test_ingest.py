@@ -396,3 +396,37 @@ def test_waiting_out_a_thread_drops_its_error_and_waits_until_it_is_done() -> No
         threading.Timer(0.2, release.set).start()
         ingest_module._wait_out(settling)
         assert settling.done()
+
+
+def test_workers_results_arrive_whole_when_their_boxes_are_reused(tmp_path: Path) -> None:
+    """900 files on two jobs make 17 chunks of 56 for 14 boxes (`_results`' window), and the
+    writer, slowed down as each chunk is taken, lets the worker get as far ahead as it may:
+    boxes carry a second chunk, each only after the writer took the first. The generation is
+    the serial path's."""
+    hashes = []
+    for jobs, env in (("1", {}), ("2", {"RAYTSYSTEM_PAUSE_AT": "ingest.take_chunk:0.05"})):
+        root = tmp_path / f"jobs{jobs}"
+        root.mkdir()
+        assert run_cli("init", cwd=root).code == 0
+        for i in range(900):
+            write(root, f"docs/{i:04d}.md", f"# Note {i}\n\nFact {i} holds. It is number {i}.\n")
+        result = run_cli("ingest", "--jobs", jobs, "--json", cwd=root, env=env)
+        assert result.code == 0, result.stderr
+        body = result.json()
+        assert body["counts"]["new_revisions"] == 900
+        hashes.append(body["generation"]["hash"])
+    assert hashes[0] == hashes[1]
+
+
+def test_a_box_read_short_is_an_internal_error_and_a_read_box_is_emptied() -> None:
+    boxes = ingest_module._Boxes(2)
+    try:
+        assert boxes.box(0) == boxes.box(2) != boxes.box(1)
+        os.pwrite(boxes.box(3), b"results", 0)
+        assert boxes.take(3, 7) == b"results"
+        assert os.fstat(boxes.box(1)).st_size == 0  # its memory given back
+        with pytest.raises(RaytError) as err:
+            boxes.take(1, 7)
+        assert err.value.code == "internal_error"
+    finally:
+        boxes.close()

@@ -30,7 +30,7 @@ import json
 import multiprocessing
 import os
 import pickle
-import sys
+import tempfile
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -97,7 +97,6 @@ WORKER_NICENESS = 5
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 SUMMARY_PATHS = 100
 GC_THRESHOLD = 100_000  # allocations between collections (the default is 700)
-RESULT_SWITCH_INTERVAL = 0.0005  # seconds (Python's default is 0.005); see `_results`
 
 
 @dataclass
@@ -159,12 +158,61 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]
 _worker_store: DiskBlobStore | None = None  # a worker's view of the raw store, for one ingest
 
 
-def _process_chunk(tasks: list[FileTask]) -> bytes:
-    """A chunk's results, pickled here: the pool's result thread then passes bytes on, and the
-    main thread unpickles them as it takes them, instead of two threads of the writing process
-    taking turns at the GIL."""
+def _process_chunk(tasks: list[FileTask], box: int) -> int:
+    """A chunk's results, pickled into `box` (one of `_Boxes`); returns their length. Only that
+    number crosses the pool's pipe."""
     assert _worker_store is not None
-    return pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
+    with memoryview(data) as view:
+        done = 0
+        while done < len(view):
+            done += os.pwrite(box, view[done:], done)
+    return len(data)
+
+
+class _Boxes:
+    """Where workers leave their chunks' results for the writer: one file in memory for each
+    chunk that may be handed out and not yet taken (chunk i uses box i % count), made before
+    the pool forks, so every worker holds them too, and gone when the last holder closes them.
+
+    A chunk's pickled results are about 3 MB. Sent back through the pool's pipe, they crossed
+    64 KiB at a time: the worker waited whenever the pipe was full, and the pool's result thread
+    took the GIL from the writer for every piece (ADR 0026 had shortened the switch interval to
+    0.5 ms for it). Now a worker writes them here in one call and the writer reads them in one
+    (ADR 0029). A box is emptied as it is read, and reused only for a chunk handed out after
+    that: no more than `count` chunks are ever out at once (`_results`' window).
+    """
+
+    def __init__(self, count: int) -> None:
+        self.fds = [_memory_file() for _ in range(count)]
+
+    def box(self, chunk: int) -> int:
+        return self.fds[chunk % len(self.fds)]
+
+    def take(self, chunk: int, length: int) -> bytes:
+        fd = self.box(chunk)
+        data = os.pread(fd, length, 0)
+        if len(data) != length:  # never expected: nothing else writes or truncates a box
+            raise RaytError(
+                f"a worker's results were cut short ({len(data)} of {length} bytes)",
+                code="internal_error",
+            )
+        os.ftruncate(fd, 0)  # its memory back at once
+        return data
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+
+def _memory_file() -> int:
+    """A file with no name (nothing to leave behind, whatever happens), in memory where the
+    system has such files: Linux's `memfd`, which no file system sync writes out."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("raytsystem-results", os.MFD_CLOEXEC)
+    fd, name = tempfile.mkstemp(prefix="raytsystem-results-")
+    os.unlink(name)
+    return fd
 
 
 def _start_worker(parent: int, raw_root: Path) -> None:
@@ -213,8 +261,10 @@ def _results(
     queued = max(2 * workers + 1, min(AHEAD // size, len(chunks) * workers // jobs))
     window = max(2 * queued, AHEAD // size)  # chunks handed out and not yet taken, at most
     # Chunks in task order: a worker's future, or the results of one done here.
-    slots: collections.deque[Future[bytes] | list[FileResult]] = collections.deque()
+    slots: collections.deque[Future[int] | list[FileResult]] = collections.deque()
     handed = 0  # chunks handed out (to a worker or done here)
+    boxes = _Boxes(window)  # before the pool: the workers inherit them
+    taken = 0  # chunks taken, in order
     # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
     # and wait for work forever: each one dies with the ingest. The first submit forks every
     # worker, from this (the main) thread.
@@ -224,16 +274,11 @@ def _results(
         initializer=_start_worker,
         initargs=(os.getpid(), store.root),
     )
-    # The pool's result thread reads each chunk's results from a pipe a few KiB at a time,
-    # taking the GIL for each read from this thread, which is busy with files of its own: at
-    # the default interval (5 ms) a worker waited on the pipe for a tenth of the run.
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(RESULT_SWITCH_INTERVAL)
     try:
         while slots or handed < len(chunks):
             at_workers = sum(isinstance(slot, Future) for slot in slots)
             while handed < len(chunks) and at_workers < queued and len(slots) < window:
-                slots.append(pool.submit(_process_chunk, chunks[handed]))
+                slots.append(pool.submit(_process_chunk, chunks[handed], boxes.box(handed)))
                 handed += 1
                 at_workers += 1
             head = slots[0]
@@ -245,10 +290,12 @@ def _results(
                 handed += 1
                 continue
             slots.popleft()
+            faults.point("ingest.take_chunk")
             if isinstance(head, Future):
-                results: list[FileResult] = pickle.loads(head.result())
+                results: list[FileResult] = pickle.loads(boxes.take(taken, head.result()))
             else:
                 results = head
+            taken += 1
             for result in results:
                 yield report(result)
         if done != len(tasks):  # never expected
@@ -261,7 +308,7 @@ def _results(
         ) from exc
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        sys.setswitchinterval(switch_interval)
+        boxes.close()
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
