@@ -62,7 +62,9 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--repeat", type=int, help="runs of each re-ingest figure (default 3)")
     parser.add_argument("--jobs", type=int, help="pass --jobs to ingest (default: its own)")
     parser.add_argument(
-        "--workdir", type=Path, help="where to make the temp workspace (default: system temp)"
+        "--workdir",
+        type=Path,
+        help="where to make the temp workspace, made if missing (default: system temp)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the workspace afterwards")
     parser.add_argument(

@@ -170,6 +170,8 @@ def run(opts: Options, log: Log = _stderr_log) -> dict[str, Any]:
     started = time.gmtime()
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", started)
     info = machine.describe(PROJECT_ROOT)
+    if opts.workdir is not None:
+        opts.workdir.mkdir(parents=True, exist_ok=True)  # `--workdir` may name a new folder
     base = Path(tempfile.mkdtemp(prefix="raytbench-", dir=opts.workdir))
     ws = base / "workspace"
     ws.mkdir()
