@@ -19,7 +19,10 @@ than any single process, and then `max_rss_kib` is the largest process's own pea
   last 0.1 s, or a process that lived less than 0.1 s.
 - `tree_peak_memory_files_kib`: the most that files held only in memory (Linux `memfd`,
   through which an ingest's workers hand over their results) held at one time, read at the
-  same moments. No process's RSS counts their pages, so the judged sum adds this too.
+  same moments. No process's RSS counts their pages, so the judged sum adds this too. Like
+  the rest, it is sampled: a box that fills and empties between two readings is missed,
+  though at most a chunk's results (about 3 MB) each, which the writer's heap holds next.
+  The PSS figure leaves these files out.
 - `tree_peak_pss_kib`: the largest sum of the processes' proportional set sizes (PSS, shared
   pages split fairly) seen at one time: an estimate of the tree's real peak, from below.
   Reading PSS is not free: the kernel walks the page tables of every process sampled, 15 ms
@@ -121,7 +124,8 @@ def _peak_rss(pid: int) -> tuple[tuple[int, int], int] | None:
 
 
 def _memory_files(pid: int) -> dict[tuple[int, int], int]:
-    """(device, inode): size in bytes of each file in memory (`memfd`) a process holds open."""
+    """(device, inode): bytes of memory each file in memory (`memfd`) a process holds open
+    takes up (its pages, not its length)."""
     out: dict[tuple[int, int], int] = {}
     fd_dir = f"/proc/{pid}/fd"
     try:
@@ -133,7 +137,7 @@ def _memory_files(pid: int) -> dict[tuple[int, int], int]:
         try:
             if os.readlink(path).startswith("/memfd:"):
                 st = os.stat(path)
-                out[st.st_dev, st.st_ino] = st.st_size
+                out[st.st_dev, st.st_ino] = st.st_blocks * 512
         except OSError:  # closed meanwhile
             continue
     return out

@@ -399,10 +399,12 @@ def test_waiting_out_a_thread_drops_its_error_and_waits_until_it_is_done() -> No
 
 
 def test_workers_results_arrive_whole_when_their_boxes_are_reused(tmp_path: Path) -> None:
-    """900 files on two jobs make 17 chunks of 56 for 14 boxes (`_results`' window), and the
+    """900 files on two jobs make 17 chunks (of 56 files, the last of 4) for 14 boxes (`_results`' window), and the
     writer, slowed down as each chunk is taken, lets the worker get as far ahead as it may:
     boxes carry a second chunk, each only after the writer took the first. The generation is
     the serial path's."""
+    size, _, window = ingest_module._plan(900, 2)
+    assert (size, window) == (56, 14) and -(-900 // size) == 17 > window
     hashes = []
     for jobs, env in (("1", {}), ("2", {"RAYTSYSTEM_PAUSE_AT": "ingest.take_chunk:0.05"})):
         root = tmp_path / f"jobs{jobs}"
@@ -430,3 +432,14 @@ def test_a_box_read_short_is_an_internal_error_and_a_read_box_is_emptied() -> No
         assert err.value.code == "internal_error"
     finally:
         boxes.close()
+
+
+def test_boxes_are_unlinked_temporary_files_where_there_is_no_memfd(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    with ingest_module._Boxes(2) as boxes:
+        assert os.fstat(boxes.box(0)).st_nlink == 0  # no name: nothing left behind
+        os.pwrite(boxes.box(1), b"results", 0)
+        assert boxes.take(1, 7) == b"results"
+    assert boxes.fds == []

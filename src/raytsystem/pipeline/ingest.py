@@ -184,31 +184,48 @@ class _Boxes:
     """
 
     def __init__(self, count: int) -> None:
-        self.fds = [_memory_file() for _ in range(count)]
+        self.fds: list[int] = []
+        try:
+            for _ in range(count):
+                self.fds.append(_memory_file())
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> _Boxes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def box(self, chunk: int) -> int:
         return self.fds[chunk % len(self.fds)]
 
     def take(self, chunk: int, length: int) -> bytes:
         fd = self.box(chunk)
-        data = os.pread(fd, length, 0)
-        if len(data) != length:  # never expected: nothing else writes or truncates a box
-            raise RaytError(
-                f"a worker's results were cut short ({len(data)} of {length} bytes)",
-                code="internal_error",
-            )
+        parts, got = [], 0
+        while got < length:  # one read, but for pickles past what one `pread` may return
+            part = os.pread(fd, length - got, got)
+            if not part:  # never expected: nothing else writes or truncates a box
+                raise RaytError(
+                    f"a worker's results were cut short ({got} of {length} bytes)",
+                    code="internal_error",
+                )
+            parts.append(part)
+            got += len(part)
         os.ftruncate(fd, 0)  # its memory back at once
-        return data
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
+        while self.fds:
+            os.close(self.fds.pop())
 
 
 def _memory_file() -> int:
-    """A file with no name (nothing to leave behind, whatever happens), in memory where the
-    system has such files: Linux's `memfd`, which no file system sync writes out."""
-    if hasattr(os, "memfd_create"):
+    """A file with no name, in memory where the system has such files: Linux's `memfd`, which
+    no file system sync writes out and nothing can leave behind. Elsewhere, or where the call
+    is refused (a sandbox), a temporary file, unlinked at once."""
+    with contextlib.suppress(AttributeError, OSError):
         return os.memfd_create("raytsystem-results", os.MFD_CLOEXEC)
     fd, name = tempfile.mkstemp(prefix="raytsystem-results-")
     os.unlink(name)
@@ -222,6 +239,18 @@ def _start_worker(parent: int, raw_root: Path) -> None:
     start_helper(parent)
     with contextlib.suppress(OSError):  # a process may not be allowed to change it: no matter
         os.nice(WORKER_NICENESS)
+
+
+def _plan(files: int, jobs: int) -> tuple[int, int, int]:
+    """How `_results` shares `files` among `jobs` processes: (files per chunk, chunks the
+    workers hold at most, chunks handed out and not yet taken at most: `window`)."""
+    workers = jobs - 1
+    size = max(1, min(CHUNK, files // (jobs * 8) or 1))
+    chunks = -(-files // size)
+    # Chunks the workers have at most: enough that they never wait for this process, and no
+    # more than their share, so that this one has chunks left to take.
+    queued = max(2 * workers + 1, min(AHEAD // size, chunks * workers // jobs))
+    return size, queued, max(2 * queued, AHEAD // size)
 
 
 def _results(
@@ -254,61 +283,57 @@ def _results(
                 yield report(result)
         return
     workers = jobs - 1
-    size = max(1, min(CHUNK, len(tasks) // (jobs * 8) or 1))
+    size, queued, window = _plan(len(tasks), jobs)
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
-    # Chunks the workers have at most: enough that they never wait for this process, and no
-    # more than their share, so that this one has chunks left to take.
-    queued = max(2 * workers + 1, min(AHEAD // size, len(chunks) * workers // jobs))
-    window = max(2 * queued, AHEAD // size)  # chunks handed out and not yet taken, at most
     # Chunks in task order: a worker's future, or the results of one done here.
     slots: collections.deque[Future[int] | list[FileResult]] = collections.deque()
     handed = 0  # chunks handed out (to a worker or done here)
-    boxes = _Boxes(window)  # before the pool: the workers inherit them
     taken = 0  # chunks taken, in order
-    # A worker outliving a killed ingest would hold the writer lock (its flock is inherited)
-    # and wait for work forever: each one dies with the ingest. The first submit forks every
-    # worker, from this (the main) thread.
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=_start_worker,
-        initargs=(os.getpid(), store.root),
-    )
-    try:
-        while slots or handed < len(chunks):
-            at_workers = sum(isinstance(slot, Future) for slot in slots)
-            while handed < len(chunks) and at_workers < queued and len(slots) < window:
-                slots.append(pool.submit(_process_chunk, chunks[handed], boxes.box(handed)))
-                handed += 1
-                at_workers += 1
-            head = slots[0]
-            behind = isinstance(head, Future) and not head.done()
-            if behind and handed < len(chunks) and len(slots) < window:
-                # The workers are behind: the next chunk, done here, rather than a wait (while
-                # the window has room: a file that takes a worker long holds the rest back).
-                slots.append(process_chunk(chunks[handed], store))
-                handed += 1
-                continue
-            slots.popleft()
-            faults.point("ingest.take_chunk")
-            if isinstance(head, Future):
-                results: list[FileResult] = pickle.loads(boxes.take(taken, head.result()))
-            else:
-                results = head
-            taken += 1
-            for result in results:
-                yield report(result)
-        if done != len(tasks):  # never expected
-            raise RaytError(f"ingest got {done} of {len(tasks)} results", code="internal_error")
-    except BrokenProcessPool as exc:
-        raise RaytError(
-            "a worker process died (killed, or out of memory); nothing of this run was "
-            "committed: the previous generation is still current",
-            code="worker_died",
-        ) from exc
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        boxes.close()
+    # Made before the pool, so the workers inherit them.
+    with _Boxes(window) as boxes:
+        # A worker outliving a killed ingest would hold the writer lock (its flock is
+        # inherited) and wait for work forever: each one dies with the ingest. The first
+        # submit forks every worker, from this (the main) thread.
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_start_worker,
+            initargs=(os.getpid(), store.root),
+        )
+        try:
+            while slots or handed < len(chunks):
+                at_workers = sum(isinstance(slot, Future) for slot in slots)
+                while handed < len(chunks) and at_workers < queued and len(slots) < window:
+                    slots.append(pool.submit(_process_chunk, chunks[handed], boxes.box(handed)))
+                    handed += 1
+                    at_workers += 1
+                head = slots[0]
+                behind = isinstance(head, Future) and not head.done()
+                if behind and handed < len(chunks) and len(slots) < window:
+                    # The workers are behind: the next chunk, done here, rather than a wait (while
+                    # the window has room: a file that takes a worker long holds the rest back).
+                    slots.append(process_chunk(chunks[handed], store))
+                    handed += 1
+                    continue
+                slots.popleft()
+                faults.point("ingest.take_chunk")
+                if isinstance(head, Future):
+                    results: list[FileResult] = pickle.loads(boxes.take(taken, head.result()))
+                else:
+                    results = head
+                taken += 1
+                for result in results:
+                    yield report(result)
+            if done != len(tasks):  # never expected
+                raise RaytError(f"ingest got {done} of {len(tasks)} results", code="internal_error")
+        except BrokenProcessPool as exc:
+            raise RaytError(
+                "a worker process died (killed, or out of memory); nothing of this run was "
+                "committed: the previous generation is still current",
+                code="worker_died",
+            ) from exc
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
