@@ -231,10 +231,10 @@ def run_process(
         t.join()
     if sys.platform == "darwin":  # macOS reports bytes, Linux KiB
         max_rss //= 1024
-    seen_root = sampler is not None and any(pid == proc.pid for pid, _ in sampler.hwm)
-    if sampler and seen_root:  # each process's own peaks, not its starter's
-        max_rss = max(sampler.hwm.values())
-    measured = sampler if sampler and seen_root else None
+    # The sampler's figures, once it has seen the child itself (not one too short-lived).
+    measured = sampler if sampler and any(pid == proc.pid for pid, _ in sampler.hwm) else None
+    if measured:  # each process's own peaks, not its starter's
+        max_rss = max(measured.hwm.values())
     return ProcResult(
         tuple(argv),
         returncode,

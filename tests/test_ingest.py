@@ -425,10 +425,10 @@ def test_a_box_read_short_is_an_internal_error_and_a_read_box_is_emptied() -> No
     try:
         assert boxes.box(0) == boxes.box(2) != boxes.box(1)
         os.pwrite(boxes.box(3), b"results", 0)
-        assert boxes.take(3, 7) == b"results"
+        assert boxes.take(boxes.box(3), 7) == b"results"
         assert os.fstat(boxes.box(1)).st_size == 0  # its memory given back
         with pytest.raises(RaytError) as err:
-            boxes.take(1, 7)
+            boxes.take(boxes.box(1), 7)
         assert err.value.code == "internal_error"
     finally:
         boxes.close()
@@ -441,5 +441,5 @@ def test_boxes_are_unlinked_temporary_files_where_there_is_no_memfd(
     with ingest_module._Boxes(2) as boxes:
         assert os.fstat(boxes.box(0)).st_nlink == 0  # no name: nothing left behind
         os.pwrite(boxes.box(1), b"results", 0)
-        assert boxes.take(1, 7) == b"results"
+        assert boxes.take(boxes.box(1), 7) == b"results"
     assert boxes.fds == []

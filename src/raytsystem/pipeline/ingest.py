@@ -158,16 +158,16 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]
 _worker_store: DiskBlobStore | None = None  # a worker's view of the raw store, for one ingest
 
 
-def _process_chunk(tasks: list[FileTask], box: int) -> int:
-    """A chunk's results, pickled into `box` (one of `_Boxes`); returns their length. Only that
-    number crosses the pool's pipe."""
+def _process_chunk(tasks: list[FileTask], box: int) -> tuple[int, int]:
+    """A chunk's results, pickled into `box` (one of `_Boxes`); returns the box and their
+    length, all that crosses the pool's pipe (`_Boxes.take`'s arguments)."""
     assert _worker_store is not None
     data = pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
     with memoryview(data) as view:
         done = 0
         while done < len(view):
             done += os.pwrite(box, view[done:], done)
-    return len(data)
+    return box, len(data)
 
 
 class _Boxes:
@@ -201,8 +201,8 @@ class _Boxes:
     def box(self, chunk: int) -> int:
         return self.fds[chunk % len(self.fds)]
 
-    def take(self, chunk: int, length: int) -> bytes:
-        fd = self.box(chunk)
+    def take(self, fd: int, length: int) -> bytes:
+        """The `length` bytes a worker left in box `fd`, which is emptied."""
         parts, got = [], 0
         while got < length:  # one read, but for pickles past what one `pread` may return
             part = os.pread(fd, length - got, got)
@@ -214,7 +214,7 @@ class _Boxes:
             parts.append(part)
             got += len(part)
         os.ftruncate(fd, 0)  # its memory back at once
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)  # the one part itself, not a copy, when there is one
 
     def close(self) -> None:
         while self.fds:
@@ -286,20 +286,10 @@ def _results(
     size, queued, window = _plan(len(tasks), jobs)
     chunks = [tasks[i : i + size] for i in range(0, len(tasks), size)]
     # Chunks in task order: a worker's future, or the results of one done here.
-    slots: collections.deque[Future[int] | list[FileResult]] = collections.deque()
+    slots: collections.deque[Future[tuple[int, int]] | list[FileResult]] = collections.deque()
     handed = 0  # chunks handed out (to a worker or done here)
-    taken = 0  # chunks taken, in order
     # Made before the pool, so the workers inherit them.
-    with _Boxes(window) as boxes:
-        # A worker outliving a killed ingest would hold the writer lock (its flock is
-        # inherited) and wait for work forever: each one dies with the ingest. The first
-        # submit forks every worker, from this (the main) thread.
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("fork"),
-            initializer=_start_worker,
-            initargs=(os.getpid(), store.root),
-        )
+    with _Boxes(window) as boxes, _worker_pool(workers, store) as pool:
         try:
             while slots or handed < len(chunks):
                 at_workers = sum(isinstance(slot, Future) for slot in slots)
@@ -310,18 +300,18 @@ def _results(
                 head = slots[0]
                 behind = isinstance(head, Future) and not head.done()
                 if behind and handed < len(chunks) and len(slots) < window:
-                    # The workers are behind: the next chunk, done here, rather than a wait (while
-                    # the window has room: a file that takes a worker long holds the rest back).
+                    # The workers are behind: the next chunk, done here, rather than a wait
+                    # (while the window has room: a file that takes a worker long holds the
+                    # rest back).
                     slots.append(process_chunk(chunks[handed], store))
                     handed += 1
                     continue
                 slots.popleft()
                 faults.point("ingest.take_chunk")
                 if isinstance(head, Future):
-                    results: list[FileResult] = pickle.loads(boxes.take(taken, head.result()))
+                    results: list[FileResult] = pickle.loads(boxes.take(*head.result()))
                 else:
                     results = head
-                taken += 1
                 for result in results:
                     yield report(result)
             if done != len(tasks):  # never expected
@@ -332,8 +322,25 @@ def _results(
                 "committed: the previous generation is still current",
                 code="worker_died",
             ) from exc
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _worker_pool(workers: int, store: DiskBlobStore) -> Iterator[ProcessPoolExecutor]:
+    """The ingest's worker processes, and what is still queued at them cancelled at the end.
+
+    A worker outliving a killed ingest would hold the writer lock (its flock is inherited) and
+    wait for work forever: each one dies with the ingest (`_start_worker`). The first submit
+    forks every worker, from the thread that submits: the main one."""
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), store.root),
+    )
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _batches(items: Iterable[FileResult], size: int) -> Iterator[list[FileResult]]:
