@@ -28,7 +28,7 @@ class ClaimState(NamedTuple):
     evidence_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # ingest holds one per changed source until its end
 class SourceState:
     source_id: str
     path: str

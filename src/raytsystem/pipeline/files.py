@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..canonical import canonical_json, json_text
 from ..ids import make_id
@@ -113,6 +113,18 @@ class FileResult:
             (ClaimRow._make(c), EvidenceRow._make(e))
             for c, e in zip(self.claims, self.evidence, strict=True)
         ]
+
+
+class KeptFile(NamedTuple):
+    """A new file's result once the writer has taken it: all the end of an ingest reads (the
+    manual layer, the report's counts, the stat cache). The writer holds one per new file
+    until the end: with its `SourceState`, 1.0 KB a file, where the slimmed `FileResult` it
+    replaces took 4.5 KB (tracemalloc; 175 MB at 50,000 files)."""
+
+    path: str
+    revision_id: str
+    normalization_id: str
+    note_meta: dict[str, Any] | None
 
 
 def process_chunk(tasks: list[FileTask], store: DiskBlobStore) -> list[FileResult]:

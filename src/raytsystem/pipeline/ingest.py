@@ -75,6 +75,7 @@ from . import state
 from .files import (
     FileResult,
     FileTask,
+    KeptFile,
     adapter_key,
     now_iso,
     process_chunk,
@@ -373,7 +374,7 @@ class _Run:
     open_index: Callable[[], index_file.IndexWriter]
     # Per changed source: its state, without claims (written ahead already) except for notes.
     states: dict[str, SourceState] = field(default_factory=dict)
-    changed: dict[str, FileResult] = field(default_factory=dict)  # slimmed after each batch
+    changed: dict[str, KeptFile] = field(default_factory=dict)
     removed_paths: list[str] = field(default_factory=list)
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     _index: index_file.IndexWriter | None = None
@@ -410,7 +411,8 @@ class _Run:
         settled.result()
 
     def take(self, batch: list[FileResult]) -> None:
-        """Record one batch of results: rows, staged states, index rows; then slim them."""
+        """Record one batch of results (rows, staged states, index rows), keeping of each
+        new file only what the end of the ingest reads (`KeptFile`)."""
         # Each new result with its source's ID (derived from the path once, used four times).
         new = [(r, source_id_for(r.path)) for r in batch if r.outcome == "new"]
         for r in batch:
@@ -447,7 +449,7 @@ class _Run:
                     self.stage.put_rows(sid, r.claim_states, had_states=r.path in self.active)
                     rows[sid] = r.index_rows
                     digests[sid] = r.index_digest
-                self.changed[r.path] = _slim(r)
+                self.changed[r.path] = KeptFile(r.path, r.revision_id, nid, r.note_meta)
         self.index.replace(rows, digests)
 
 
@@ -513,20 +515,6 @@ def check_references(r: FileResult, source_id: str) -> None:
             "still current",
             code="internal_error",
         )
-
-
-def _slim(r: FileResult) -> FileResult:
-    """Drop what has been written (rows, index rows, texts); keep what the end needs."""
-    return FileResult(
-        r.path,
-        r.outcome,
-        blob=r.blob,
-        size=r.size,
-        media_type=r.media_type,
-        revision_id=r.revision_id,
-        normalization=r.normalization,
-        note_meta=r.note_meta,
-    )
 
 
 @contextlib.contextmanager
@@ -890,7 +878,7 @@ def _adapter_key_for(media_type: str) -> str:
 
 
 def _cached_revision(
-    path: str, active: dict[str, state.ActiveSource], changed: dict[str, FileResult]
+    path: str, active: dict[str, state.ActiveSource], changed: dict[str, KeptFile]
 ) -> str:
     if path in changed:
         return changed[path].revision_id

@@ -34,7 +34,7 @@ from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Normalization, Segment
 from ..workspace import is_note
 from . import state
-from .files import FileResult, source_id_for
+from .files import KeptFile, source_id_for
 from .state import ActiveSource
 
 STATUS_ORDER = {"retracted": 2, "disputed": 1}
@@ -237,7 +237,7 @@ def resolve_manual(
     blobs: BlobStore,
     parent_number: int | None,
     active: dict[str, ActiveSource],
-    changed: dict[str, FileResult],
+    changed: dict[str, KeptFile],
     states: dict[str, SourceState],
     removed: set[str],
     staged: Staged,
@@ -260,7 +260,7 @@ def resolve_manual(
             continue
         sid = source_id_for(path)
         meta = r.note_meta
-        notes[path] = Note(path, sid, r.revision_id, str(r.normalization["id"]), meta)
+        notes[path] = Note(path, sid, r.revision_id, r.normalization_id, meta)
         if meta["note_error"] is None and meta["note"]["status"] == "outdated":
             result.findings.append(
                 Finding("note_outdated", path, "outdated note: its claims are not active", "info")
@@ -284,7 +284,7 @@ def resolve_manual(
     }
     for path, r in changed.items():
         # Their rows are written already: the texts are read back from the blobs.
-        sources[path] = str(r.normalization["id"]) if r.normalization else None
+        sources[path] = r.normalization_id
     texts = Texts(conn, blobs, sources)
     statements = _statements(
         conn, [e["id"] for n in to_resolve for e in n.meta["claims"]], statements
