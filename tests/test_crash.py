@@ -314,3 +314,45 @@ def test_a_worker_killed_mid_ingest_fails_the_run_and_commits_nothing(workspace:
     assert [g["number"] for g in gens] == [1]
     again = run_cli("ingest", "--json", cwd=workspace)
     assert again.code == 0 and again.json()["counts"]["new_sources"] == 900
+
+
+@pytest.mark.parametrize(
+    ("point", "jobs", "errno_name", "code"),
+    [
+        # In the writer, as it takes a batch (blobs, ledger rows, index rows).
+        ("ingest.take", "1", "ENOSPC", "disk_full"),
+        # In a worker, as it hands a chunk's results over in its box (a file in memory):
+        # the error crosses the pool and is told apart all the same.
+        ("ingest.hand_over", "2", "ENOMEM", "out_of_memory"),
+    ],
+)
+def test_an_ingest_out_of_disk_or_memory_says_so_and_commits_nothing(
+    workspace: Path, point: str, jobs: str, errno_name: str, code: str
+) -> None:
+    """Not `internal_error` ("a bug: report it"): its own code, exit 8, one line, and the
+    previous generation current; the next ingest, with room again, makes the new one."""
+    write(workspace, "docs/a.md", "The limit is 5 requests per second.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    _many(workspace, 120, "third")  # over the parallel threshold
+    failed = run_cli(
+        "ingest",
+        "--jobs",
+        jobs,
+        "--json",
+        cwd=workspace,
+        env={"RAYTSYSTEM_FAIL_AT": f"{point}:{errno_name}"},
+    )
+    assert failed.code == 8, failed.stdout + failed.stderr
+    error = json.loads(failed.stdout)["error"]
+    assert error["code"] == code
+    assert "previous generation current" in error["message"]
+    assert "Traceback" not in failed.stderr
+    plain = run_cli(
+        "ingest", "--jobs", jobs, cwd=workspace, env={"RAYTSYSTEM_FAIL_AT": f"{point}:{errno_name}"}
+    )
+    assert plain.code == 8 and plain.stderr.startswith(f"error[{code}]: ")
+    assert plain.stderr.count("\n") == 1
+    gens = run_cli("generations", "--json", cwd=workspace).json()
+    assert [g["number"] for g in gens] == [1]
+    again = run_cli("ingest", "--jobs", jobs, "--json", cwd=workspace)
+    assert again.code == 0 and again.json()["counts"]["new_sources"] == 120

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_cli, write
 
 
@@ -95,3 +96,36 @@ def test_an_error_raised_while_handling_ctrl_c_is_reported_as_the_interrupt() ->
             raise RuntimeError("while reporting it") from inner
     except RuntimeError as exc:
         assert not during_interrupt(exc)
+
+
+def test_out_of_resources_is_found_anywhere_in_the_chain() -> None:
+    import errno
+    import sqlite3
+
+    from raytsystem.errors import DatabaseError, out_of_resources
+
+    def raised(exc: BaseException, cause: BaseException) -> BaseException:
+        try:
+            raise exc from cause
+        except BaseException as caught:
+            return caught
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/ws/_raw/packs/x")
+    found = out_of_resources(raised(RuntimeError("the pool failed"), full))
+    assert found is not None and found.code == "disk_full" and found.exit_status == 8
+    assert "/ws/_raw/packs/x" in found.message
+    memory = out_of_resources(raised(RuntimeError("wrapped"), MemoryError()))
+    assert memory is not None and memory.code == "out_of_memory"
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.execute("PRAGMA max_page_count = 4")  # SQLite's own "full", for real
+    try:
+        with pytest.raises(sqlite3.OperationalError) as sqlite_full:
+            conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 100)
+    finally:
+        conn.close()
+    translated = raised(DatabaseError("ledger database error: disk full"), sqlite_full.value)
+    found = out_of_resources(translated)
+    assert found is not None and found.code == "disk_full"
+    assert out_of_resources(raised(RuntimeError("a bug"), OSError(errno.EACCES, "denied"))) is None
+    assert out_of_resources(ValueError("a bug")) is None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from . import __version__
-from .errors import Interrupted, RaytError, UsageError
+from .errors import Interrupted, RaytError, UsageError, chain, out_of_resources
 
 if TYPE_CHECKING:
     from .storage.blobs import DiskBlobStore
@@ -822,6 +822,9 @@ def _main(args: list[str]) -> None:
     except Exception as exc:
         if during_interrupt(exc):
             _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
+        # The disk or the memory ran out: said so, whatever error it surfaced as on the way.
+        if (resource := out_of_resources(exc)) is not None:
+            _fail(resource, as_json, resource.exit_status)
         if isinstance(exc, RaytError):
             _fail(exc, as_json, exc.exit_status)
         # A bug: one line, the traceback only when asked for.
@@ -843,14 +846,7 @@ def during_interrupt(exc: BaseException) -> bool:
     """Whether `exc` was raised while a Ctrl-C was being handled (cleanup code that failed
     because the interrupt had cut a statement short, say): the command was interrupted, and
     that is what to report, not the cleanup's error."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return any(isinstance(e, KeyboardInterrupt) for e in chain(exc))
 
 
 def _fail(exc: RaytError, as_json: bool, status: int) -> None:

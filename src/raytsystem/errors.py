@@ -8,11 +8,13 @@ carry the data (expected and actual hashes, paths) so callers need not parse mes
 
 Exit statuses (documented in the README):
   0 ok · 1 internal error · 2 usage · 3 integrity (fail closed) · 4 not found
-  5 workspace/config · 6 database · 7 locked · 130 interrupted
+  5 workspace/config · 6 database · 7 locked · 8 out of disk space or memory · 130 interrupted
 """
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 
@@ -128,3 +130,50 @@ class Locked(RaytError):
 class Interrupted(RaytError):
     code = "interrupted"
     exit_status = 130
+
+
+class OutOfResources(RaytError):
+    """The machine ran out of disk space (`disk_full`) or memory (`out_of_memory`): not a bug.
+    The command stopped, and what it had not committed is not kept."""
+
+    code = "disk_full"
+    exit_status = 8
+
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_SQLITE_FULL = 13  # SQLite's result code for "database or disk is full"
+_RETRY = (
+    "the command stopped, and what it had not committed is not kept (an ingest leaves the "
+    "previous generation current)"
+)
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what caused it, nearest first: its `__cause__`, or else its `__context__`, and
+    so on (an error of a helper process comes back as the cause of the pool's)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def out_of_resources(exc: BaseException) -> OutOfResources | None:
+    """The error to report if `exc` came from the disk or the memory running out (an `OSError`
+    or SQLite saying so, or a `MemoryError`, anywhere in its chain), else None."""
+    for e in chain(exc):
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):
+            return OutOfResources(
+                f"out of memory: {_RETRY}; run it again with more memory free, or with fewer "
+                "processes (`ingest --jobs`)",
+                code="out_of_memory",
+            )
+        full_disk = isinstance(e, OSError) and e.errno in _DISK_FULL
+        if full_disk or getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL:
+            where = f" (writing {e.filename})" if isinstance(e, OSError) and e.filename else ""
+            return OutOfResources(
+                f"no space left on the disk{where}: {_RETRY}; free some and run it again",
+                code="disk_full",
+            )
+    return None

@@ -3,13 +3,15 @@
 Tests set `RAYTSYSTEM_CRASH_AT=<point>` on a CLI subprocess; when the pipeline reaches that
 point the process sends itself SIGKILL, which no cleanup code can intercept, exactly like a
 power cut or an OOM kill. `RAYTSYSTEM_PAUSE_AT=<point>:<seconds>` sleeps instead, so a test can
-change the workspace while a command is in flight. With neither variable set, `point` is a
-dictionary lookup and nothing else. This is the one place outside the CLI that reads the
+change the workspace while a command is in flight. `RAYTSYSTEM_FAIL_AT=<point>:<errno name>`
+raises the system's error of that name there (`ENOSPC`: the disk is full), as the system call
+after it would. With none of them set, `point` is a few string comparisons and nothing else. This is the one place outside the CLI that reads the
 environment: it is read once, at import.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -17,6 +19,7 @@ from typing import Final
 
 _CRASH: Final = os.environ.get("RAYTSYSTEM_CRASH_AT", "")
 _PAUSE_POINT, _, _PAUSE_SECONDS = os.environ.get("RAYTSYSTEM_PAUSE_AT", "").partition(":")
+_FAIL_POINT, _, _FAIL_ERRNO = os.environ.get("RAYTSYSTEM_FAIL_AT", "").partition(":")
 
 
 def point(name: str) -> None:
@@ -24,3 +27,6 @@ def point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if name == _PAUSE_POINT:
         time.sleep(float(_PAUSE_SECONDS or "1"))
+    if name == _FAIL_POINT:
+        code = getattr(errno, _FAIL_ERRNO, errno.EIO)
+        raise OSError(code, os.strerror(code))

@@ -164,6 +164,7 @@ def _process_chunk(tasks: list[FileTask], box: int) -> tuple[int, int]:
     length, all that crosses the pool's pipe (`_Boxes.take`'s arguments)."""
     assert _worker_store is not None
     data = pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
+    faults.point("ingest.hand_over")  # where a box's memory may run out
     with memoryview(data) as view:
         done = 0
         while done < len(view):
