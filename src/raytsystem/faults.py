@@ -4,8 +4,9 @@ Tests set `RAYTSYSTEM_CRASH_AT=<point>` on a CLI subprocess; when the pipeline r
 point the process sends itself SIGKILL, which no cleanup code can intercept, exactly like a
 power cut or an OOM kill. `RAYTSYSTEM_PAUSE_AT=<point>:<seconds>` sleeps instead, so a test can
 change the workspace while a command is in flight. `RAYTSYSTEM_FAIL_AT=<point>:<errno name>`
-raises the system's error of that name there (`ENOSPC`: the disk is full), as the system call
-after it would. With none of them set, `point` is a few string comparisons and nothing else. This is the one place outside the CLI that reads the
+raises the system's error of that name there (`ENOSPC`: the disk is full; a name `errno` does
+not know: `EIO`), as the system call after it would. With none of them set, `point` is a few
+string comparisons and nothing else. This is the one place outside the CLI that reads the
 environment: it is read once, at import.
 """
 
