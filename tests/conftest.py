@@ -199,6 +199,15 @@ def cli() -> CliRunner:
     return run_cli
 
 
+@pytest.fixture(autouse=True)
+def _newest_id_scheme() -> None:
+    """Each test starts deriving IDs by the newest scheme, whatever ledger the one before it
+    opened in this process (opening a ledger sets its scheme for the process, ADR 0030)."""
+    from raytsystem.ids import NEWEST_SCHEME, use_scheme
+
+    use_scheme(NEWEST_SCHEME)
+
+
 def default_sigint() -> None:
     """For `Popen(preexec_fn=...)` of a process a test interrupts: a runner that starts the
     tests in the background (SIGINT ignored, as in a non-interactive shell's `cmd &`) must not

@@ -21,7 +21,18 @@ from hypothesis import strategies as st
 
 from raytsystem.canonical import canonical_json, digest, sha256_hex
 from raytsystem.errors import UsageError
-from raytsystem.ids import IDENTITY, PREFIXES, is_hash, kind_of, make_id, object_hash, parse_id
+from raytsystem.ids import (
+    IDENTITY,
+    PARENT,
+    PREFIXES,
+    SCHEMES,
+    is_hash,
+    kind_of,
+    make_id,
+    object_hash,
+    parse_id,
+    use_scheme,
+)
 
 NFC_E = "\u00e9"  # é, one code point
 NFD_E = "e\u0301"  # é, e + combining acute accent
@@ -33,6 +44,12 @@ NFD_E = "e\u0301"  # é, e + combining acute accent
 # breaks every stored citation. If one of these fails, the change is the bug, not the test.
 
 GOLDEN_SOURCE_ID = "src_3fad2a066b085f6238a4ef5682e9e92e"  # make_id("source", path="docs/a.md")
+# make_id("claim", source=GOLDEN_SOURCE_ID, authority="extracted", statement="A is B.",
+# occurrence=0) by each ID scheme (ADR 0030): scheme 2 starts with the source's 8 hex digits.
+GOLDEN_CLAIM_ID = {
+    1: "clm_f7f3537c55b61f49f1636f39c2be5d03",
+    2: "clm_3fad2a0655b61f49f1636f39c2be5d03",
+}
 
 
 def test_golden_canonical_json_of_a_source_identity() -> None:
@@ -52,6 +69,12 @@ def test_golden_canonical_json_of_nested_unicode_value() -> None:
     assert canonical_json(value) == (
         '{"a":{"z":"","é":"日本語"},"b":[1,true,null,-7],"！":1,"😀":0}'.encode()
     )
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_golden_claim_id(scheme: int) -> None:
+    use_scheme(scheme)
+    assert make_id("claim", **SAMPLE_IDENTITY["claim"]) == GOLDEN_CLAIM_ID[scheme]
 
 
 def test_golden_source_id() -> None:
@@ -149,12 +172,18 @@ SAMPLE_IDENTITY: dict[str, dict[str, Any]] = {
     "source": {"path": "docs/a.md"},
     "revision": {"source": GOLDEN_SOURCE_ID, "blob": "a" * 64},
     "normalization": {
-        "revision": "rev_x",
+        "revision": "rev_" + "1" * 32,
         "adapter": "markdown",
         "adapter_version": 1,
         "config": "c" * 64,
     },
-    "segment": {"normalization": "nrm_x", "ordinal": 0, "start": 0, "end": 5, "sha256": "d" * 64},
+    "segment": {
+        "normalization": "nrm_" + "2" * 32,
+        "ordinal": 0,
+        "start": 0,
+        "end": 5,
+        "sha256": "d" * 64,
+    },
     "claim": {
         "source": GOLDEN_SOURCE_ID,
         "authority": "extracted",
@@ -162,8 +191,8 @@ SAMPLE_IDENTITY: dict[str, dict[str, Any]] = {
         "occurrence": 0,
     },
     "evidence": {
-        "claim": "clm_x",
-        "segment": "seg_x",
+        "claim": "clm_" + "3" * 32,
+        "segment": "seg_" + "4" * 32,
         "start": 0,
         "end": 7,
         "sha256": "e" * 64,
@@ -202,14 +231,32 @@ def _kind_params() -> list[Any]:
     return params
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("kind", _kind_params())
-def test_make_id_has_the_documented_prefix_and_32_hex(kind: str) -> None:
+def test_make_id_has_the_documented_prefix_and_32_hex(kind: str, scheme: int) -> None:
+    use_scheme(scheme)
     object_id = make_id(kind, **SAMPLE_IDENTITY[kind])
     m = ID_RE.match(object_id)
     assert m is not None, object_id
     assert m.group(1) == PREFIXES[kind]
     assert parse_id(object_id) == (kind, object_id)
     assert kind_of(object_id) == kind
+
+
+@pytest.mark.parametrize("kind", sorted(IDENTITY))
+def test_scheme_2_starts_an_id_with_its_parents_digits_and_keeps_the_rest(kind: str) -> None:
+    """Scheme 2 differs from scheme 1 only in the first 8 hex digits of a kind with a parent,
+    which are the parent ID's; every other kind's ID is the same in both."""
+    use_scheme(1)
+    old = make_id(kind, **SAMPLE_IDENTITY[kind])
+    use_scheme(2)
+    new = make_id(kind, **SAMPLE_IDENTITY[kind])
+    if kind not in PARENT:
+        assert new == old
+        return
+    parent_id = SAMPLE_IDENTITY[kind][PARENT[kind]]
+    assert new[4:12] == parent_id[4:12] != old[4:12]
+    assert new[12:] == old[12:]
 
 
 def test_make_id_refuses_a_missing_identity_field() -> None:
@@ -341,17 +388,28 @@ def test_property_canonical_json_is_the_stdlib_encoding_of_the_nfc_value(value: 
     assert canonical_json(value) == reference.encode("utf-8")
 
 
-@given(st.text(), st.integers(), st.sampled_from(["extracted", "manual", "Ä̈"]))
-def test_property_make_id_digests_the_reference_encoding(text: str, n: int, authority: str) -> None:
-    identity = {"source": text, "authority": authority, "statement": text[::-1], "occurrence": n}
+@given(
+    st.text(),
+    st.integers(),
+    st.sampled_from(["extracted", "manual", "Ä̈"]),
+    st.text("0123456789abcdef", min_size=32, max_size=32),
+)
+def test_property_make_id_digests_the_reference_encoding(
+    text: str, n: int, authority: str, source_hex: str
+) -> None:
+    source = f"src_{source_hex}"
+    identity = {"source": source, "authority": authority, "statement": text, "occurrence": n}
     reference = json.dumps(
         _nfc({"kind": "claim", **identity}),
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
     )
-    expected = "clm_" + blake3.blake3(reference.encode("utf-8")).hexdigest(length=16)
-    assert make_id("claim", **identity) == expected
+    digest_hex = blake3.blake3(reference.encode("utf-8")).hexdigest(length=16)
+    use_scheme(1)
+    assert make_id("claim", **identity) == "clm_" + digest_hex
+    use_scheme(2)
+    assert make_id("claim", **identity) == "clm_" + source_hex[:8] + digest_hex[8:]
 
 
 _pairs = st.lists(st.tuples(st.text(), st.text()) | st.lists(st.text(), max_size=3), max_size=6)
@@ -478,12 +536,32 @@ def test_property_claim_hash_is_the_reference_object_hash(
 # --- Templates: the same IDs and hashes for the objects an ingest makes in bulk ---------------
 
 
-@given(st.text(), st.text(), st.integers(min_value=0), st.integers(), st.text())
+_HEX32 = st.text("0123456789abcdef", min_size=32, max_size=32)
+
+
+@given(
+    st.sampled_from(SCHEMES),
+    st.text(),
+    st.text(),
+    st.integers(min_value=0),
+    st.integers(),
+    st.text(),
+    _HEX32,
+    _HEX32,
+)
 def test_property_bulk_ids_are_make_ids(
-    source: str, statement: str, occurrence: int, number: int, other: str
+    scheme: int,
+    source: str,
+    statement: str,
+    occurrence: int,
+    number: int,
+    other: str,
+    source_hex: str,
+    other_hex: str,
 ) -> None:
     """Any text (NFD, quotes, control characters, `%`) in any field: the templated IDs are
-    make_id's, and the confirmed claim hash is claim_hash's."""
+    make_id's, and the confirmed claim hash is claim_hash's. By scheme 2 the fields that name a
+    parent (`source`, `other`) hold IDs, as they always do in an ingest."""
     from raytsystem.canonical import json_text
     from raytsystem.model.objects import (
         claim_hash,
@@ -493,6 +571,9 @@ def test_property_bulk_ids_are_make_ids(
         statement_evidence_id,
     )
 
+    use_scheme(scheme)
+    if scheme == 2:
+        source, other = f"src_{source_hex}", f"clm_{other_hex}"
     claim = extracted_claim_ids(source)(occurrence, json_text(statement))
     assert claim == make_id(
         "claim", source=source, authority="extracted", statement=statement, occurrence=occurrence

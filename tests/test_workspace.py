@@ -18,9 +18,11 @@ from raytsystem.config import (
     DEFAULT_EXCLUDE,
     DEFAULT_KEEP_INDEXES,
     Config,
+    IdsConfig,
     load_config,
 )
 from raytsystem.errors import PathRefused, WorkspaceError
+from raytsystem.ids import NEWEST_SCHEME
 from raytsystem.workspace import (
     GITIGNORE_LINES,
     RAW_README,
@@ -382,9 +384,26 @@ def test_init_creates_the_layout(tmp_path: Path) -> None:
     )
 
 
-def test_init_default_config_is_the_default(tmp_path: Path) -> None:
+def test_init_default_config_is_the_default_with_the_newest_id_scheme(tmp_path: Path) -> None:
     init_workspace(tmp_path)
-    assert load_config(tmp_path) == Config()
+    assert load_config(tmp_path) == Config(ids=IdsConfig(NEWEST_SCHEME))
+
+
+def test_a_config_that_names_no_id_scheme_keeps_scheme_1(tmp_path: Path) -> None:
+    """A workspace made before scheme 2 existed: its clones must derive the IDs its notes
+    quote, so no [ids] table means scheme 1 (ADR 0030)."""
+    (tmp_path / CONFIG_NAME).write_text("[index]\nkeep = 3\n", encoding="utf-8")
+    assert load_config(tmp_path).ids.scheme == 1
+    (tmp_path / CONFIG_NAME).write_text("[ids]\nscheme = 2\n", encoding="utf-8")
+    assert load_config(tmp_path).ids.scheme == 2
+
+
+@pytest.mark.parametrize("value", ["3", "0", '"2"', "true", "2.0", "[2]"])
+def test_an_unknown_id_scheme_is_a_config_error(tmp_path: Path, value: str) -> None:
+    (tmp_path / CONFIG_NAME).write_text(f"[ids]\nscheme = {value}\n", encoding="utf-8")
+    with pytest.raises(WorkspaceError, match=r"ids\.scheme: must be one of 1, 2") as info:
+        load_config(tmp_path)
+    assert info.value.code == "config_invalid"
 
 
 def test_init_twice_creates_nothing_and_changes_nothing(tmp_path: Path) -> None:
@@ -561,4 +580,4 @@ def test_custom_max_file_bytes_is_honored_by_ingest(tmp_path: Path) -> None:
 
 def test_default_config_text_is_valid_toml_for_the_defaults(tmp_path: Path) -> None:
     (tmp_path / CONFIG_NAME).write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
-    assert load_config(tmp_path) == Config()
+    assert load_config(tmp_path) == Config(ids=IdsConfig(NEWEST_SCHEME))

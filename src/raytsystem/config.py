@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from .errors import WorkspaceError
+from .ids import NEWEST_SCHEME, SCHEMES
 from .workspace import CONFIG_NAME
 
 DEFAULT_INCLUDE: Final = ("knowledge/**", "ops/**", "docs/**", "*.md")
 DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 DEFAULT_KEEP_INDEXES: Final = 2
+# A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
+# ledgers, and every clone's, keep scheme 1. `raytsystem init` writes the newest (ADR 0030).
+UNNAMED_ID_SCHEME: Final = 1
 
 DEFAULT_CONFIG_TEXT: Final = f"""\
 # raytsystem workspace configuration. Paths are workspace-relative POSIX globs:
 # `*` stays inside one folder, `**` crosses folders. _raw/, .raytsystem/ and .git/
 # are never ingested, whatever these say.
 [ingest]
-include = {list(DEFAULT_INCLUDE)!r}
+include = {json.dumps(DEFAULT_INCLUDE)}
 # Review reports are written by `raytsystem review`; ingesting them would feed audits back in.
-exclude = {list(DEFAULT_EXCLUDE)!r}
+exclude = {json.dumps(DEFAULT_EXCLUDE)}
 # Files larger than this are skipped with a `file_too_large` finding.
 max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
 
@@ -32,7 +37,12 @@ max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
 # A new generation's index is made by patching an index about to be pruned (when there is
 # one: from the second change on with 2) instead of copying the parent's.
 keep = {DEFAULT_KEEP_INDEXES}
-""".replace("'", '"')
+
+[ids]
+# How IDs are derived (ADR 0030). The ledger records it at the first ingest and it never
+# changes: claim IDs quoted in notes (`retracts:`) hold only under the same scheme.
+scheme = {NEWEST_SCHEME}
+"""
 
 
 @dataclass(frozen=True)
@@ -48,9 +58,15 @@ class IndexConfig:
 
 
 @dataclass(frozen=True)
+class IdsConfig:
+    scheme: int = UNNAMED_ID_SCHEME
+
+
+@dataclass(frozen=True)
 class Config:
     ingest: IngestConfig = IngestConfig()
     index: IndexConfig = IndexConfig()
+    ids: IdsConfig = IdsConfig()
 
 
 def load_config(root: Path) -> Config:
@@ -79,10 +95,18 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     building these models took 0.12 s, more than the rest of a re-ingest's start (ADR 0023).
     Unknown keys are errors; numbers are TOML integers or whole floats (`1e7`), never strings
     ("5") or booleans; a table left out keeps its defaults."""
-    _unknown(data, ("ingest", "index"), "", problems)
+    _unknown(data, ("ingest", "index", "ids"), "", problems)
     ingest, index = _table(data, "ingest", problems), _table(data, "index", problems)
+    ids = _table(data, "ids", problems)
     _unknown(ingest, ("include", "exclude", "max_file_bytes"), "ingest.", problems)
     _unknown(index, ("keep",), "index.", problems)
+    _unknown(ids, ("scheme",), "ids.", problems)
+    scheme = ids.get("scheme", UNNAMED_ID_SCHEME)
+    if scheme not in SCHEMES or isinstance(scheme, bool | float):
+        problems.append(
+            f"ids.scheme: must be one of {', '.join(map(str, SCHEMES))}, not {scheme!r}"
+        )
+        scheme = UNNAMED_ID_SCHEME
     return Config(
         IngestConfig(
             _globs(ingest, "include", DEFAULT_INCLUDE, problems),
@@ -90,6 +114,7 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
             _integer(ingest, "ingest.max_file_bytes", DEFAULT_MAX_FILE_BYTES, 1, problems),
         ),
         IndexConfig(_integer(index, "index.keep", DEFAULT_KEEP_INDEXES, 1, problems)),
+        IdsConfig(scheme),
     )
 
 

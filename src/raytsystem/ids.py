@@ -7,6 +7,15 @@ accidental collisions practically impossible; integrity hashes (claim hash, gene
 use the full 256 bits.
 
 An ID is validated (`parse_id`) before it is used anywhere it could become a path or SQL.
+
+Two ID schemes exist (ADR 0030). In scheme 1 the 32 hex digits are all the digest's. In scheme
+2 an ID of a kind that belongs to one source (`PARENT`) starts with the first 8 hex digits of
+its parent's ID and keeps the last 24 of its own digest, so one file's rows sit together in
+the ledger's indexes. A ledger records the scheme its IDs were made with, once, and never
+changes it; whoever opens a ledger sets that scheme for the process (`use_scheme`, called by
+`storage.db.open_ledger` and `storage.sql`'s reader) before any ID is derived, and worker
+processes forked after inherit it. Like git's repository-wide hash algorithm, it is one
+setting per process because a process works on one ledger.
 """
 
 from __future__ import annotations
@@ -50,6 +59,36 @@ IDENTITY: Final[dict[str, tuple[str, ...]]] = {
     "review": ("generation", "findings"),
 }
 
+SCHEMES: Final = (1, 2)
+NEWEST_SCHEME: Final = 2
+# Scheme 2: the kind -> the identity field whose ID's first `PARENT_HEX` hex digits it starts with.
+PARENT: Final[dict[str, str]] = {
+    "revision": "source",
+    "normalization": "revision",
+    "segment": "normalization",
+    "claim": "source",
+    "evidence": "claim",
+}
+PARENT_HEX: Final = 8
+_P: Final = 4  # where the hex digits start in an ID (after "clm_")
+_Q: Final = _P + PARENT_HEX
+
+# The scheme IDs are derived by in this process: the newest until a ledger is opened.
+_scheme = NEWEST_SCHEME
+
+
+def use_scheme(scheme: int) -> None:
+    """Derive IDs by `scheme` from now on in this process (and the processes it forks)."""
+    global _scheme
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown ID scheme {scheme!r}")
+    _scheme = scheme
+
+
+def current_scheme() -> int:
+    return _scheme
+
+
 _IDENTITY_KEYS: Final = {kind: frozenset(fields) for kind, fields in IDENTITY.items()}
 # The canonical form of each kind's identity (its fields and "kind"), worked out once.
 _SHAPES: Final = {kind: Shape((*fields, "kind")) for kind, fields in IDENTITY.items()}
@@ -63,8 +102,10 @@ def make_id(kind: str, **identity: Any) -> str:
     if identity.keys() != _IDENTITY_KEYS[kind]:
         raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {tuple(identity)}")
     identity["kind"] = kind  # `identity` is this call's own dict
-    encoded = _SHAPES[kind].encode(identity)
-    return f"{PREFIXES[kind]}_{blake3.blake3(encoded).hexdigest(length=ID_HEX // 2)}"
+    h = blake3.blake3(_SHAPES[kind].encode(identity)).hexdigest(length=ID_HEX // 2)
+    if _scheme == 2 and kind in PARENT:
+        h = identity[PARENT[kind]][_P:_Q] + h[PARENT_HEX:]
+    return f"{PREFIXES[kind]}_{h}"
 
 
 def identity_digest(kind: str) -> Callable[..., str]:
@@ -73,11 +114,16 @@ def identity_digest(kind: str) -> Callable[..., str]:
     shape = Shape((*IDENTITY[kind], "kind"))
     prefix = f"{PREFIXES[kind]}_"
     hasher = blake3.blake3
+    at = IDENTITY[kind].index(PARENT[kind]) if kind in PARENT else None
 
     def make(*values: Any) -> str:
         if len(values) != len(IDENTITY[kind]):
             raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {len(values)} values")
-        return prefix + hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
+        h = hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
+        if _scheme == 2 and at is not None:
+            head: str = values[at][_P:_Q]
+            return prefix + head + h[PARENT_HEX:]
+        return prefix + h
 
     return make
 
@@ -90,9 +136,18 @@ def identity_template(kind: str, free: tuple[str, ...], /, **fixed: Any) -> Call
     template = _SHAPES[kind].template(free, kind=kind, **fixed)
     prefix = f"{PREFIXES[kind]}_"
     hasher = blake3.blake3
+    # Scheme 2's parent: a fixed field's ID, or a free field's JSON text (its quote first).
+    parent = PARENT.get(kind)
+    fixed_parent: str | None = fixed[parent][_P:_Q] if parent in fixed else None
+    at = free.index(parent) if parent in free else -1
 
     def make(*texts: str | int) -> str:
-        return prefix + hasher((template % texts).encode("utf-8")).hexdigest(ID_HEX // 2)
+        h = hasher((template % texts).encode("utf-8")).hexdigest(ID_HEX // 2)
+        if _scheme != 2 or parent is None:
+            return prefix + h
+        if fixed_parent is not None:
+            return prefix + fixed_parent + h[PARENT_HEX:]
+        return prefix + str(texts[at])[_P + 1 : _Q + 1] + h[PARENT_HEX:]
 
     return make
 

@@ -55,7 +55,7 @@ from ..model.objects import EvidenceRow
 from ..model.text import Finding
 from ..progress import Progress
 from ..storage.blobs import DiskBlobStore
-from ..storage.db import Ledger, insert_rows
+from ..storage.db import Ledger, insert_rows, record_id_scheme
 from ..storage.lock import writer_lock
 from ..storage.models import (
     Claim,
@@ -557,6 +557,7 @@ def ingest(
         _few_collections(),
         _side_thread() as side,
     ):
+        record_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         with ledger.reading() as conn:
             parent = state.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)

@@ -22,8 +22,14 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from ..errors import DatabaseError, Locked, SchemaTooNew
-from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
+from ..errors import DatabaseError, Locked, SchemaTooNew, WorkspaceError
+from .db_meta import (
+    BUSY_TIMEOUT_MS,
+    ID_SCHEME_SQL,
+    SCHEMA_HEAD,
+    SCHEMA_REVISIONS,
+    adopt_id_scheme,
+)
 
 INSERT_CHUNK = 5000  # rows per executemany
 
@@ -68,10 +74,14 @@ def sqlite_url(path: Path) -> str:
 
 @dataclass
 class Ledger:
-    """An open ledger database. `transaction()` is the one way to write."""
+    """An open ledger database. `transaction()` is the one way to write.
+
+    `id_scheme`: the scheme the ledger's IDs are derived by, which opening it set for this
+    process (`ids.use_scheme`); None until its first ingest records one (`record_id_scheme`)."""
 
     engine: Engine
     url: str
+    id_scheme: int | None = None
 
     @property
     def dialect(self) -> str:
@@ -160,11 +170,13 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
     """Open (and, when behind, migrate) the ledger at `url`.
 
     `create=False` refuses to make a new schema in an empty database, for read-only commands.
+    IDs are derived by the ledger's scheme in this process from then on (`Ledger.id_scheme`).
     """
     try:
         engine = ledger_engine(url)
         with engine.connect() as conn:
             current = schema_revision(conn)
+            recorded = _recorded_scheme(conn) if current == SCHEMA_HEAD else None
     except OperationalError as exc:
         raise _translate(exc) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
@@ -187,7 +199,39 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
                 "the ledger is empty: run `raytsystem ingest` first", code="no_ledger"
             )
         upgrade(engine)
-    return Ledger(engine=engine, url=url)
+        with engine.connect() as conn:
+            recorded = _recorded_scheme(conn)
+    try:
+        scheme = adopt_id_scheme(recorded)
+    except DatabaseError:
+        engine.dispose()
+        raise
+    return Ledger(engine=engine, url=url, id_scheme=scheme)
+
+
+def _recorded_scheme(conn: Connection) -> str | None:
+    row = conn.exec_driver_sql(ID_SCHEME_SQL).first()
+    return None if row is None else str(row[0])
+
+
+def record_id_scheme(ledger: Ledger, wanted: int) -> None:
+    """Settle the scheme an ingest derives IDs by: the one the ledger records, which must be
+    the one its workspace names (`wanted`); a ledger that records none yet records `wanted`."""
+    if ledger.id_scheme is None:
+        with ledger.transaction() as conn:
+            found = _recorded_scheme(conn)  # another process may have recorded one meanwhile
+            if found is None:
+                insert_rows(conn, "settings", ("name", "value"), [("id_scheme", str(wanted))])
+        ledger.id_scheme = adopt_id_scheme(found or str(wanted))
+    if ledger.id_scheme != wanted:
+        raise WorkspaceError(
+            f"this ledger's IDs are derived by ID scheme {ledger.id_scheme}, and "
+            f"raytsystem.toml's [ids] scheme is {wanted} (1 when it names none). A ledger keeps "
+            f"the scheme it was made with: set `scheme = {ledger.id_scheme}` under [ids], or "
+            "move .raytsystem/ aside and ingest into a new ledger (claim IDs quoted in notes "
+            "then change)",
+            code="id_scheme_mismatch",
+        )
 
 
 def upgrade(engine: Engine) -> None:

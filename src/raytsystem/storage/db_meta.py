@@ -2,7 +2,30 @@
 
 from typing import Final
 
+from ..errors import DatabaseError
+from ..ids import NEWEST_SCHEME, SCHEMES, use_scheme
+
 # Every migration revision, oldest first. tests/test_ledger.py checks this against Alembic.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003")
 SCHEMA_HEAD: Final = SCHEMA_REVISIONS[-1]
 BUSY_TIMEOUT_MS: Final = 10_000
+
+ID_SCHEME_SQL: Final = "SELECT value FROM settings WHERE name = 'id_scheme'"
+
+
+def adopt_id_scheme(value: str | None) -> int | None:
+    """Derive IDs in this process by the scheme a ledger records (`value`, what `ID_SCHEME_SQL`
+    found) and return it; None when it records none yet (an empty ledger, whose first ingest
+    records one): the newest scheme meanwhile."""
+    if value is None:
+        use_scheme(NEWEST_SCHEME)
+        return None
+    scheme = int(value) if value.isdigit() else None
+    if scheme not in SCHEMES:
+        raise DatabaseError(
+            f"the ledger records ID scheme {value!r}, which this raytsystem does not know "
+            f"(it knows {', '.join(map(str, SCHEMES))}); upgrade raytsystem",
+            code="unknown_id_scheme",
+        )
+    use_scheme(scheme)
+    return scheme

@@ -190,4 +190,14 @@ Review = Table(
     Column("report", Text, nullable=False),  # canonical JSON of the findings
 )
 
+# The ledger's own settings, each written once and never changed: `id_scheme`, the scheme its
+# IDs are derived by (ADR 0030; recorded by the first ingest, or by migration 0003 as 1 for a
+# ledger that already had rows).
+Setting = Table(
+    "settings",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
 TABLES = metadata.tables

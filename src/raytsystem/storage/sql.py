@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
-from .db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
+from .db_meta import BUSY_TIMEOUT_MS, ID_SCHEME_SQL, SCHEMA_HEAD, SCHEMA_REVISIONS, adopt_id_scheme
 
 
 class Reader(Protocol):
@@ -54,10 +54,16 @@ class SqliteReader:
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._conn.execute("BEGIN")  # one snapshot for the whole read
             self._check_schema()
+            recorded = self._conn.execute(ID_SCHEME_SQL).fetchone()
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise Locked(f"the ledger database is locked: {exc}") from exc
             raise DatabaseError(f"cannot open the ledger {path}: {exc}", code="no_ledger") from exc
+        try:
+            adopt_id_scheme(None if recorded is None else str(recorded[0]))  # as open_ledger does
+        except DatabaseError:
+            self._conn.close()
+            raise
 
     def _check_schema(self) -> None:
         try:
