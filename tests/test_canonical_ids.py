@@ -601,6 +601,37 @@ def test_property_bulk_ids_are_make_ids(
     )
 
 
+@given(st.sampled_from(SCHEMES), st.text(), st.integers(), st.integers(), _HEX32, _HEX32)
+def test_property_positional_ids_are_make_ids(
+    scheme: int, text: str, number: int, other: int, parent_hex: str, other_hex: str
+) -> None:
+    """`identity_digest`'s positional derivations (segment_id, evidence_id, claim_id) give
+    make_id's IDs by either scheme."""
+    from raytsystem.model.objects import claim_id, evidence_id, segment_id
+
+    use_scheme(scheme)
+    nrm, clm, seg = f"nrm_{parent_hex}", f"clm_{parent_hex}", f"seg_{other_hex}"
+    src = f"src_{other_hex}"
+    assert segment_id(nrm, number, other, number, text) == make_id(
+        "segment", normalization=nrm, ordinal=number, start=other, end=number, sha256=text
+    )
+    assert evidence_id(clm, seg, number, other, text, text[::-1]) == make_id(
+        "evidence", claim=clm, segment=seg, start=number, end=other, sha256=text, role=text[::-1]
+    )
+    assert claim_id(src, text, text[::-1], number) == make_id(
+        "claim", source=src, authority=text, statement=text[::-1], occurrence=number
+    )
+
+
+@pytest.mark.parametrize("parent", ["x", "src_" + "0" * 31, "SRC_" + "0" * 32, 7])
+def test_scheme_2_refuses_a_parent_that_is_not_an_id(parent: Any) -> None:
+    use_scheme(2)
+    with pytest.raises(ValueError, match="a revision's source must be an ID"):
+        make_id("revision", source=parent, blob="a" * 64)
+    use_scheme(1)
+    assert ID_RE.match(make_id("revision", source=str(parent), blob="a" * 64))
+
+
 def test_a_template_refuses_fields_it_cannot_fill_in_order() -> None:
     from raytsystem.canonical import Shape
 

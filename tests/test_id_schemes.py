@@ -186,7 +186,7 @@ def test_a_changed_scheme_setting_fails_closed(workspace: Path, backend: Backend
 
     with backend.db(workspace) as db:
         db.execute("UPDATE settings SET value = '1' WHERE name = 'id_scheme'")
-    # Every ID re-derived by the wrong scheme differs: no answer, and verify says why.
+    # Every ID re-derived by the wrong scheme differs: no answer, and verify lists each one.
     result = run_cli("query", "vault rotates keys", "--json", cwd=workspace)
     assert result.code == 3, result.stdout
     assert result.json()["error"]["code"] == "ledger_mismatch"
@@ -202,3 +202,68 @@ def test_a_changed_scheme_setting_fails_closed(workspace: Path, backend: Backend
         result = run_cli(*command, "--json", cwd=workspace)
         assert result.code == 6, (command, result.stdout)
         assert result.json()["error"]["code"] == "unknown_id_scheme"
+
+
+def test_a_ledger_without_sources_takes_the_scheme_named_later(
+    workspace: Path, backend: Backend
+) -> None:
+    """A first ingest that found no file derived no ID: naming another scheme afterwards is
+    not a mismatch, and `status` shows the scheme the ledger then records."""
+    report = ok(workspace, "ingest")
+    assert report["created"] is False and report["counts"]["scanned"] == 0
+    assert recorded_scheme(workspace, backend) == [("id_scheme", "2")]
+    name_scheme(workspace, None)
+    write(workspace, "docs/ops.md", DOC)
+    assert ok(workspace, "ingest")["created"] is True
+    assert recorded_scheme(workspace, backend) == [("id_scheme", "1")]
+    assert ok(workspace, "status")["id_scheme"] == 1
+    human = run_cli("status", cwd=workspace)
+    assert "ID scheme  1 (ADR 0030)" in human.stdout.splitlines()
+
+
+def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path) -> None:
+    """Two ledgers of different schemes open in one process: each one's reads and
+    transactions derive by its own scheme, whichever was opened last."""
+    from raytsystem.ids import current_scheme
+    from raytsystem.storage.db import open_ledger, sqlite_url
+    from raytsystem.storage.sql import open_reader
+
+    urls = {}
+    for scheme in (1, 2):
+        ws = tmp_path / f"s{scheme}"
+        assert run_cli("init", str(ws), cwd=tmp_path, env={"RAYTSYSTEM_DATABASE_URL": ""}).code == 0
+        name_scheme(ws, scheme)
+        write(ws, "docs/ops.md", DOC)
+        assert run_cli("ingest", cwd=ws, env={"RAYTSYSTEM_DATABASE_URL": ""}).code == 0
+        urls[scheme] = sqlite_url(ws / ".raytsystem" / "ledger.sqlite3")
+    one, two = open_ledger(urls[1]), open_ledger(urls[2])
+    try:
+        assert (one.id_scheme, two.id_scheme, current_scheme()) == (1, 2, 2)
+        with one.reading():
+            assert current_scheme() == 1
+        with two.transaction():
+            assert current_scheme() == 2
+        reader = open_reader(urls[1])
+        assert current_scheme() == 1
+        with two.reading():
+            assert current_scheme() == 2
+        reader.refresh()
+        assert current_scheme() == 1
+        reader.close()
+    finally:
+        one.close()
+        two.close()
+
+
+@pytest.mark.parametrize("value", ["0", "3", "02", "²", "٢", "", " 2"])
+def test_a_recorded_scheme_this_raytsystem_does_not_know_is_refused(value: str) -> None:
+    from raytsystem.errors import DatabaseError
+    from raytsystem.ids import current_scheme
+    from raytsystem.storage.db_meta import adopt_id_scheme
+
+    with pytest.raises(DatabaseError) as info:
+        adopt_id_scheme(value)
+    assert info.value.code == "unknown_id_scheme" and repr(value) in str(info.value)
+    assert current_scheme() == 2
+    assert adopt_id_scheme("1") == 1 == current_scheme()
+    assert adopt_id_scheme(None) is None and current_scheme() == 2

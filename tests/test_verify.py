@@ -418,15 +418,19 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     }
 
 
+@pytest.mark.parametrize("id_scheme", [1, 2])
 def test_claims_checked_in_a_helper_process_find_the_same(
-    workspace: Path, backend: Backend
+    workspace: Path, backend: Backend, id_scheme: int
 ) -> None:
     """A large ledger's claims are checked by a helper process (its own connection, SQLite or
-    PostgreSQL) beside the rest: the same findings and counts as checked in the command."""
+    PostgreSQL; spawned, and given the ledger's ID scheme) beside the rest: the same findings
+    and counts as checked in the command."""
     from raytsystem.pipeline.verify import verify as run_verify
     from raytsystem.storage.blobs import DiskBlobStore
     from raytsystem.storage.db import open_ledger
 
+    config = workspace / "raytsystem.toml"
+    config.write_text(config.read_text().replace("scheme = 2", f"scheme = {id_scheme}"))
     for rel, text in FILES.items():
         write(workspace, rel, text)
     assert run_cli("ingest", "--json", cwd=workspace).code == 0
@@ -453,4 +457,5 @@ def test_claims_checked_in_a_helper_process_find_the_same(
         ledger.close()
     assert reports[0] == reports[1]
     assert {"id_mismatch", "claim_hash_mismatch"} <= codes(reports[0])
+    assert len([f for f in reports[0]["findings"] if f["code"] == "id_mismatch"]) == 1
     assert reports[0]["counts"]["claims"] > 0 and reports[0]["counts"]["claim_states"] > 0

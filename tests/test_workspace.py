@@ -398,10 +398,29 @@ def test_a_config_that_names_no_id_scheme_keeps_scheme_1(tmp_path: Path) -> None
     assert load_config(tmp_path).ids.scheme == 2
 
 
-@pytest.mark.parametrize("value", ["3", "0", '"2"', "true", "2.0", "[2]"])
-def test_an_unknown_id_scheme_is_a_config_error(tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("3", "must be one of 1, 2, not 3"),
+        ("0", "must be a whole number of at least 1, not 0"),
+        ('"2"', "must be a whole number of at least 1, not '2'"),
+        ("true", "must be a whole number of at least 1, not True"),
+        ("[2]", "must be a whole number of at least 1, not [2]"),
+    ],
+)
+def test_an_unknown_id_scheme_is_a_config_error(tmp_path: Path, value: str, problem: str) -> None:
     (tmp_path / CONFIG_NAME).write_text(f"[ids]\nscheme = {value}\n", encoding="utf-8")
-    with pytest.raises(WorkspaceError, match=r"ids\.scheme: must be one of 1, 2") as info:
+    with pytest.raises(WorkspaceError) as info:
+        load_config(tmp_path)
+    assert info.value.code == "config_invalid"
+    assert str(info.value).endswith(f"is invalid: ids.scheme: {problem}")
+
+
+def test_the_ids_table_takes_a_whole_float_and_refuses_unknown_keys(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_NAME).write_text("[ids]\nscheme = 2.0\n", encoding="utf-8")
+    assert load_config(tmp_path).ids.scheme == 2
+    (tmp_path / CONFIG_NAME).write_text("[ids]\nscheme = 2\nprefix = 8\n", encoding="utf-8")
+    with pytest.raises(WorkspaceError, match=r"ids\.prefix: not a setting") as info:
         load_config(tmp_path)
     assert info.value.code == "config_invalid"
 

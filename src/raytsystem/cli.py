@@ -192,11 +192,18 @@ def status(app: App, as_json: bool) -> None:
 
     ledger = app.ledger(create=True)
     with ledger.reading() as conn:
-        result = {"workspace": str(app.ws.root), "database": _redact(ledger.url), **run(conn)}
+        result = {
+            "workspace": str(app.ws.root),
+            "database": _redact(ledger.url),
+            "id_scheme": ledger.id_scheme,
+            **run(conn),
+        }
 
     def human(r: dict[str, Any]) -> None:
         click.echo(f"workspace  {r['workspace']}")
         click.echo(f"database   {r['database']}")
+        if r["id_scheme"] is not None:
+            click.echo(f"ID scheme  {r['id_scheme']} (ADR 0030)")
         g = r["generation"]
         if g:
             click.echo(

@@ -101,12 +101,9 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     _unknown(ingest, ("include", "exclude", "max_file_bytes"), "ingest.", problems)
     _unknown(index, ("keep",), "index.", problems)
     _unknown(ids, ("scheme",), "ids.", problems)
-    scheme = ids.get("scheme", UNNAMED_ID_SCHEME)
-    if scheme not in SCHEMES or isinstance(scheme, bool | float):
-        problems.append(
-            f"ids.scheme: must be one of {', '.join(map(str, SCHEMES))}, not {scheme!r}"
-        )
-        scheme = UNNAMED_ID_SCHEME
+    scheme = _integer(ids, "ids.scheme", UNNAMED_ID_SCHEME, 1, problems)
+    if scheme not in SCHEMES:
+        problems.append(f"ids.scheme: must be one of {', '.join(map(str, SCHEMES))}, not {scheme}")
     return Config(
         IngestConfig(
             _globs(ingest, "include", DEFAULT_INCLUDE, problems),

@@ -13,9 +13,11 @@ Two ID schemes exist (ADR 0030). In scheme 1 the 32 hex digits are all the diges
 its parent's ID and keeps the last 24 of its own digest, so one file's rows sit together in
 the ledger's indexes. A ledger records the scheme its IDs were made with, once, and never
 changes it; whoever opens a ledger sets that scheme for the process (`use_scheme`, called by
-`storage.db.open_ledger` and `storage.sql`'s reader) before any ID is derived, and worker
-processes forked after inherit it. Like git's repository-wide hash algorithm, it is one
-setting per process because a process works on one ledger.
+`storage.db.open_ledger` and `storage.sql`'s reader, and again by each of their transactions
+and reads) before any ID is derived. Worker processes forked after inherit it; helper processes
+that are spawned are given it (`pipeline.helpers`). Like git's repository-wide hash algorithm,
+it is one setting per process because a process works on one ledger. A scheme-2 ID keeps 96
+bits of its own digest: ADR 0030 says why that is plenty.
 """
 
 from __future__ import annotations
@@ -104,7 +106,10 @@ def make_id(kind: str, **identity: Any) -> str:
     identity["kind"] = kind  # `identity` is this call's own dict
     h = blake3.blake3(_SHAPES[kind].encode(identity)).hexdigest(length=ID_HEX // 2)
     if _scheme == 2 and kind in PARENT:
-        h = identity[PARENT[kind]][_P:_Q] + h[PARENT_HEX:]
+        parent = identity[PARENT[kind]]
+        if not (isinstance(parent, str) and _ID_RE.fullmatch(parent)):
+            raise ValueError(f"a {kind}'s {PARENT[kind]} must be an ID, not {parent!r}")
+        h = parent[_P:_Q] + h[PARENT_HEX:]
     return f"{PREFIXES[kind]}_{h}"
 
 

@@ -18,6 +18,7 @@ from multiprocessing.pool import Pool
 
 from sqlalchemy import Connection, Engine
 
+from ..ids import current_scheme, use_scheme
 from ..storage.db import ledger_engine
 from ..storage.sqlite_tuning import tune_process
 from ..syscalls import start_helper
@@ -32,14 +33,16 @@ def ledger_helpers(conn: Connection, processes: int) -> Iterator[Pool]:
     command's results are in, or it failed or was interrupted (helpers leave Ctrl-C to it)."""
     url = conn.engine.url.render_as_string(hide_password=False)
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(processes, initializer=_start, initargs=(os.getpid(), url)) as pool:
+    args = (os.getpid(), url, current_scheme())
+    with ctx.Pool(processes, initializer=_start, initargs=args) as pool:
         yield pool
 
 
-def _start(parent: int, url: str) -> None:
+def _start(parent: int, url: str, id_scheme: int) -> None:
     global _engine
     start_helper(parent)
     tune_process()  # as the command did: this process has no connection yet
+    use_scheme(id_scheme)  # the ledger's, which the command set (a spawned process starts anew)
     _engine = ledger_engine(url)
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from ..errors import DatabaseError, Locked, SchemaTooNew, WorkspaceError
+from ..ids import NEWEST_SCHEME, use_scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
     ID_SCHEME_SQL,
@@ -76,8 +77,10 @@ def sqlite_url(path: Path) -> str:
 class Ledger:
     """An open ledger database. `transaction()` is the one way to write.
 
-    `id_scheme`: the scheme the ledger's IDs are derived by, which opening it set for this
-    process (`ids.use_scheme`); None until its first ingest records one (`record_id_scheme`)."""
+    `id_scheme`: the scheme the ledger's IDs are derived by (None until its first ingest
+    records one: `record_id_scheme`). Opening the ledger sets it for this process
+    (`ids.use_scheme`), and so does each transaction and read, in case the process opened
+    another ledger since."""
 
     engine: Engine
     url: str
@@ -89,6 +92,7 @@ class Ledger:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
+        use_scheme(self.id_scheme or NEWEST_SCHEME)
         try:
             with self.engine.begin() as conn:
                 yield conn
@@ -98,6 +102,7 @@ class Ledger:
     @contextlib.contextmanager
     def reading(self) -> Iterator[Connection]:
         """A connection for reads; with SQLite, one consistent snapshot for its whole life."""
+        use_scheme(self.id_scheme or NEWEST_SCHEME)
         try:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -199,8 +204,11 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
                 "the ledger is empty: run `raytsystem ingest` first", code="no_ledger"
             )
         upgrade(engine)
-        with engine.connect() as conn:
-            recorded = _recorded_scheme(conn)
+        try:
+            with engine.connect() as conn:
+                recorded = _recorded_scheme(conn)
+        except OperationalError as exc:
+            raise _translate(exc) from exc
     try:
         scheme = adopt_id_scheme(recorded)
     except DatabaseError:
@@ -216,22 +224,29 @@ def _recorded_scheme(conn: Connection) -> str | None:
 
 def record_id_scheme(ledger: Ledger, wanted: int) -> None:
     """Settle the scheme an ingest derives IDs by: the one the ledger records, which must be
-    the one its workspace names (`wanted`); a ledger that records none yet records `wanted`."""
-    if ledger.id_scheme is None:
+    the one its workspace names (`wanted`). A ledger without sources has derived no ID yet
+    (new, or its first ingest failed or found no file): it records `wanted`."""
+    if ledger.id_scheme != wanted:
         with ledger.transaction() as conn:
             found = _recorded_scheme(conn)  # another process may have recorded one meanwhile
-            if found is None:
+            if found != str(wanted) and conn.execute(_ANY_SOURCE).first() is None:
+                conn.execute(_FORGET_SCHEME)
                 insert_rows(conn, "settings", ("name", "value"), [("id_scheme", str(wanted))])
-        ledger.id_scheme = adopt_id_scheme(found or str(wanted))
+                found = str(wanted)
+        ledger.id_scheme = adopt_id_scheme(found)
     if ledger.id_scheme != wanted:
         raise WorkspaceError(
             f"this ledger's IDs are derived by ID scheme {ledger.id_scheme}, and "
             f"raytsystem.toml's [ids] scheme is {wanted} (1 when it names none). A ledger keeps "
             f"the scheme it was made with: set `scheme = {ledger.id_scheme}` under [ids], or "
-            "move .raytsystem/ aside and ingest into a new ledger (claim IDs quoted in notes "
-            "then change)",
+            "ingest into a new ledger (move .raytsystem/ aside, or use a new database; claim "
+            "IDs quoted in notes then change)",
             code="id_scheme_mismatch",
         )
+
+
+_ANY_SOURCE: Final = text("SELECT 1 FROM sources LIMIT 1")
+_FORGET_SCHEME: Final = text("DELETE FROM settings WHERE name = 'id_scheme'")
 
 
 def upgrade(engine: Engine) -> None:

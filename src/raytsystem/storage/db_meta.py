@@ -20,12 +20,16 @@ def adopt_id_scheme(value: str | None) -> int | None:
     if value is None:
         use_scheme(NEWEST_SCHEME)
         return None
-    scheme = int(value) if value.isdigit() else None
-    if scheme not in SCHEMES:
+    scheme = _SCHEMES_BY_VALUE.get(value)
+    if scheme is None:
         raise DatabaseError(
             f"the ledger records ID scheme {value!r}, which this raytsystem does not know "
-            f"(it knows {', '.join(map(str, SCHEMES))}); upgrade raytsystem",
+            f"(it knows {', '.join(map(str, SCHEMES))}): upgrade raytsystem, or, if the "
+            "ledger's settings table was edited by hand, restore it",
             code="unknown_id_scheme",
         )
     use_scheme(scheme)
     return scheme
+
+
+_SCHEMES_BY_VALUE: Final = {str(s): s for s in SCHEMES}

@@ -190,8 +190,8 @@ Review = Table(
     Column("report", Text, nullable=False),  # canonical JSON of the findings
 )
 
-# The ledger's own settings, each written once and never changed: `id_scheme`, the scheme its
-# IDs are derived by (ADR 0030; recorded by the first ingest, or by migration 0003 as 1 for a
+# The ledger's own settings. `id_scheme`: the scheme its IDs are derived by (ADR 0030), recorded
+# by an ingest and fixed from the ledger's first source on (migration 0003 recorded 1 for a
 # ledger that already had rows).
 Setting = Table(
     "settings",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..ids import NEWEST_SCHEME, use_scheme
 from .db_meta import BUSY_TIMEOUT_MS, ID_SCHEME_SQL, SCHEMA_HEAD, SCHEMA_REVISIONS, adopt_id_scheme
 
 
@@ -59,8 +60,8 @@ class SqliteReader:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise Locked(f"the ledger database is locked: {exc}") from exc
             raise DatabaseError(f"cannot open the ledger {path}: {exc}", code="no_ledger") from exc
-        try:
-            adopt_id_scheme(None if recorded is None else str(recorded[0]))  # as open_ledger does
+        try:  # as open_ledger does
+            self._scheme = adopt_id_scheme(None if recorded is None else str(recorded[0]))
         except DatabaseError:
             self._conn.close()
             raise
@@ -94,6 +95,7 @@ class SqliteReader:
     def refresh(self) -> None:
         self._conn.execute("ROLLBACK")
         self._conn.execute("BEGIN")
+        use_scheme(self._scheme or NEWEST_SCHEME)  # as Ledger.reading does
 
     def close(self) -> None:
         self._conn.close()
@@ -116,6 +118,7 @@ class AlchemyReader:
 
     def refresh(self) -> None:
         self._conn.rollback()
+        use_scheme(self._ledger.id_scheme or NEWEST_SCHEME)  # as Ledger.reading does
         if self.dialect == "postgresql":
             self._conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
