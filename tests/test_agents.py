@@ -89,11 +89,11 @@ def test_bundle_budget_errors(kb: Path) -> None:
     assert result.code == 2 and result.json()["error"]["code"] == "invalid_budget"
 
 
-async def _mcp_session(ws: Path) -> dict[str, Any]:
+def _server(ws: Path, **extra_env: str) -> Any:
+    """`raytsystem mcp` for `ws` as an MCP client starts it: a process on stdio."""
     import os
 
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import StdioServerParameters
 
     env = {
         k: v
@@ -101,14 +101,20 @@ async def _mcp_session(ws: Path) -> dict[str, Any]:
         if k.startswith(("RAYTSYSTEM_", "PYTHON", "PATH", "HOME"))
     }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    params = StdioServerParameters(
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "raytsystem", "--workspace", str(ws), "mcp"],
-        env=env,
+        env=env | extra_env,
         cwd=str(ws),
     )
+
+
+async def _mcp_session(ws: Path) -> dict[str, Any]:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
     out: dict[str, Any] = {}
-    async with stdio_client(params) as (read, write_), ClientSession(read, write_) as session:
+    async with stdio_client(_server(ws)) as (read, write_), ClientSession(read, write_) as session:
         await session.initialize()
         tools = await session.list_tools()
         out["tools"] = {t.name: t for t in tools.tools}
@@ -149,6 +155,28 @@ def test_mcp_server_over_stdio_with_a_real_client(kb: Path) -> None:
     is_error, text = got["error"]
     # The SDK prefixes the tool error text; the JSON envelope follows.
     assert is_error and json.loads(text[text.index("{") :])["error"]["code"] == "query_empty"
+
+
+async def _out_of_memory_session(ws: Path) -> list[tuple[bool, str]]:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    server = _server(ws, RAYTSYSTEM_FAIL_AT="query.after_search:ENOMEM")
+    async with stdio_client(server) as (read, write_), ClientSession(read, write_) as session:
+        await session.initialize()
+        results = [
+            await session.call_tool("query", {"text": "retry attempts"}),
+            await session.call_tool("search", {"text": "refunds"}),
+        ]
+    return [(r.is_error, r.content[0].text) for r in results]
+
+
+def test_mcp_server_reports_running_out_of_memory_with_its_code(kb: Path) -> None:
+    """The memory running out in a tool (here: the system's ENOMEM where a query has searched)
+    is the CLI's `out_of_memory` error, not a bug's; the server goes on serving."""
+    (query_error, text), (search_error, _) = asyncio.run(_out_of_memory_session(kb))
+    assert query_error and json.loads(text[text.index("{") :])["error"]["code"] == "out_of_memory"
+    assert not search_error
 
 
 def test_eval_reports_metrics_and_fails_below_min_recall(kb: Path) -> None:

@@ -9,8 +9,10 @@ the page as JSON escapes and the screen as text, never as markup or code.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -232,6 +234,13 @@ class FakeApi:
             raise IntegrityError("hash mismatch", code="excerpt_mismatch")
         if object_id == "clm_bug":
             raise RuntimeError("a bug")
+        if object_id == "clm_nomem":
+            raise MemoryError
+        if object_id == "clm_full":  # as SQLAlchemy wraps SQLite's "database or disk is full"
+            try:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "ledger.sqlite3-wal")
+            except OSError as exc:
+                raise RuntimeError("a wrapper") from exc
         if not object_id.startswith("clm_"):
             raise UsageError(f"not a raytsystem ID: {object_id!r}", code="invalid_id")
         return {"kind": "claim", "claim": {"id": object_id}}
@@ -300,6 +309,8 @@ def test_server_answers_the_page_and_json_api(served: tuple[str, FakeApi]) -> No
         ("/api/node/clm_broken", 409, "excerpt_mismatch"),
         ("/api/graph?generation=404", 404, "generation_not_found"),
         ("/api/node/clm_bug", 500, "internal_error"),
+        ("/api/node/clm_nomem", 503, "out_of_memory"),
+        ("/api/node/clm_full", 503, "disk_full"),
         ("/api/graph?max_nodes=many", 400, "invalid_limit"),
         ("/api/search?q=", 400, "query_empty"),
         ("/api/search?q=x&limit=0", 400, "invalid_limit"),

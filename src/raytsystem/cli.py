@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from . import __version__
-from .errors import Interrupted, RaytError, UsageError, chain, out_of_resources
+from .errors import Interrupted, RaytError, UsageError, chain, reportable
 
 if TYPE_CHECKING:
     from .storage.blobs import DiskBlobStore
@@ -829,11 +829,9 @@ def _main(args: list[str]) -> None:
     except Exception as exc:
         if during_interrupt(exc):
             _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
-        # The disk or the memory ran out: said so, whatever error it surfaced as on the way.
-        if (resource := out_of_resources(exc)) is not None:
-            _fail(resource, as_json, resource.exit_status)
-        if isinstance(exc, RaytError):
-            _fail(exc, as_json, exc.exit_status)
+        # Ours, or the disk or the memory running out, whatever error it surfaced as on the way.
+        if (error := reportable(exc)) is not None:
+            _fail(error, as_json, error.exit_status)
         # A bug: one line, the traceback only when asked for.
         if os.environ.get("RAYTSYSTEM_DEBUG"):
             raise

@@ -177,3 +177,12 @@ def out_of_resources(exc: BaseException) -> OutOfResources | None:
                 code="disk_full",
             )
     return None
+
+
+def reportable(exc: BaseException) -> RaytError | None:
+    """The error to report for `exc`: the disk or the memory running out, anywhere in its chain,
+    whatever it surfaced as (`out_of_resources`); else `exc` itself if it is a RaytError; else
+    None, a bug. The CLI, the MCP server and the Universe server all report through this."""
+    if (resource := out_of_resources(exc)) is not None:
+        return resource
+    return exc if isinstance(exc, RaytError) else None

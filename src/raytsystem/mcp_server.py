@@ -3,8 +3,9 @@
 Tools: `query` (the same JSON as `raytsystem query --json`), `search`, `show`, `bundle`,
 `verify`. The workspace and the ledger are fixed when the server starts; no tool takes a
 filesystem path or a database URL, and none writes anything. Every result carries the
-generation hash it was made from. A RaytError becomes a tool error whose text is the JSON error
-envelope (`{"error": {"code", "message"}}`), so a client sees the same stable codes as the CLI.
+generation hash it was made from. A RaytError, or the memory running out (`out_of_memory`),
+becomes a tool error whose text is the JSON error envelope (`{"error": {"code", "message"}}`),
+so a client sees the same stable codes as the CLI (`errors.reportable`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from . import __version__
-from .errors import RaytError
+from .errors import reportable
 from .storage.blobs import DiskBlobStore
 from .storage.sql import open_reader
 from .workspace import Workspace
@@ -42,8 +43,11 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
     def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
             return fn()
-        except RaytError as exc:
-            raise ToolError(json.dumps(exc.to_json(), ensure_ascii=False)) from exc
+        except Exception as exc:
+            error = reportable(exc)
+            if error is None:
+                raise  # a bug: the SDK reports it as a failed tool call
+            raise ToolError(json.dumps(error.to_json(), ensure_ascii=False)) from exc
 
     def with_reader(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         def run() -> dict[str, Any]:

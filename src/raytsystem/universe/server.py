@@ -7,8 +7,8 @@ Routes (GET only):
   /api/search            `?q=&generation=&limit=`: claim search hits
 
 Errors are `{"error": {"code", "message"}}` with an HTTP status from the error's exit status
-(2 → 400, 3 → 409, 4 → 404, anything else → 500). A request whose Host header is not a
-loopback name is refused (403 `host_refused`), so a web page cannot reach the API through DNS
+(2 → 400, 3 → 409, 4 → 404, 8 → 503: out of memory or disk, anything else → 500). A request
+whose Host header is not a loopback name is refused (403 `host_refused`), so a web page cannot reach the API through DNS
 rebinding; other methods get 405.
 """
 
@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import RaytError, UsageError
+from ..errors import UsageError, reportable
 from ..pipeline.graph import DEFAULT_MAX_NODES
 from .api import UniverseApi
 from .page import content_security_policy, render_page
@@ -32,7 +32,7 @@ from .page import content_security_policy, render_page
 API_BASE = "/api"
 MAX_NODES_LIMIT = 200_000
 SEARCH_LIMIT_MAX = 100
-STATUS_BY_EXIT = {2: 400, 3: 409, 4: 404}
+STATUS_BY_EXIT = {2: 400, 3: 409, 4: 404, 8: 503}
 JSON_CSP = "default-src 'none'; frame-ancestors 'none'"
 COMMON_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -145,9 +145,11 @@ class UniverseHandler(BaseHTTPRequestHandler):
             return
         try:
             self._route()
-        except RaytError as exc:
-            self._json(STATUS_BY_EXIT.get(exc.exit_status, 500), exc.to_json())
-        except Exception:
+        except Exception as exc:
+            error = reportable(exc)
+            if error is not None:
+                self._json(STATUS_BY_EXIT.get(error.exit_status, 500), error.to_json())
+                return
             traceback.print_exc(file=sys.stderr)
             self._error(
                 500, "internal_error", "internal error; the traceback is in the server's log"
