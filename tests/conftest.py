@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -58,15 +59,30 @@ def run_cli(
     # Let the CLI processes cache their bytecode: with PYTHONDONTWRITEBYTECODE set (as on
     # these machines), every process would recompile every module, about a second each.
     full_env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.run(
+    # A command that hangs says where: on SIGABRT faulthandler prints every thread's stack.
+    full_env.setdefault("PYTHONFAULTHANDLER", "1")
+    with subprocess.Popen(
         [sys.executable, "-m", "raytsystem", *args],
         cwd=cwd,
         env=full_env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                _, stderr = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, stderr = proc.communicate()
+            pytest.fail(
+                f"`raytsystem {' '.join(args)}` ran past {timeout} s; its threads when stopped:\n"
+                + stderr[-12000:]
+            )
+    return Result(proc.returncode, stdout, stderr)
 
 
 PG_ADMIN_URL = os.environ.get("RAYTSYSTEM_TEST_PG_URL")
