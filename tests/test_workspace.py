@@ -10,7 +10,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, write
+from conftest import REPO, run_cli, write
 
 from raytsystem.config import (
     CONFIG_NAME,
@@ -387,6 +387,12 @@ def test_init_creates_the_layout(tmp_path: Path) -> None:
 def test_init_default_config_is_the_default_with_the_newest_id_scheme(tmp_path: Path) -> None:
     init_workspace(tmp_path)
     assert load_config(tmp_path) == Config(ids=IdsConfig(NEWEST_SCHEME))
+
+
+def test_this_repository_is_a_workspace_as_init_makes_one() -> None:
+    """The repository's own raytsystem.toml is `init`'s text, so a fresh clone ingests itself
+    the way a new workspace would (by the newest ID scheme, among the rest)."""
+    assert (REPO / CONFIG_NAME).read_text(encoding="utf-8") == DEFAULT_CONFIG_TEXT
 
 
 def test_a_config_that_names_no_id_scheme_keeps_scheme_1(tmp_path: Path) -> None:

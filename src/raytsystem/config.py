@@ -39,8 +39,8 @@ max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
 keep = {DEFAULT_KEEP_INDEXES}
 
 [ids]
-# How IDs are derived (ADR 0030). The ledger records it at the first ingest and it never
-# changes: claim IDs quoted in notes (`retracts:`) hold only under the same scheme.
+# How IDs are derived (ADR 0030). A ledger records it when it first stores a file and keeps
+# it: claim IDs quoted in notes (`retracts:`) hold only under the same scheme.
 scheme = {NEWEST_SCHEME}
 """
 

@@ -11,8 +11,8 @@ An ID is validated (`parse_id`) before it is used anywhere it could become a pat
 Two ID schemes exist (ADR 0030). In scheme 1 the 32 hex digits are all the digest's. In scheme
 2 an ID of a kind that belongs to one source (`PARENT`) starts with the first 8 hex digits of
 its parent's ID and keeps the last 24 of its own digest, so one file's rows sit together in
-the ledger's indexes. A ledger records the scheme its IDs were made with, once, and never
-changes it; whoever opens a ledger sets that scheme for the process (`use_scheme`, called by
+the ledger's indexes. A ledger records the scheme its IDs are made with, fixed from its first
+source on; whoever opens a ledger sets that scheme for the process (`use_scheme`, called by
 `storage.db.open_ledger` and `storage.sql`'s reader, and again by each of their transactions
 and reads) before any ID is derived. Worker processes forked after inherit it; helper processes
 that are spawned are given it (`pipeline.helpers`). Like git's repository-wide hash algorithm,
@@ -79,9 +79,12 @@ _Q: Final = _P + PARENT_HEX
 _scheme = NEWEST_SCHEME
 
 
-def use_scheme(scheme: int) -> None:
-    """Derive IDs by `scheme` from now on in this process (and the processes it forks)."""
+def use_scheme(scheme: int | None) -> None:
+    """Derive IDs by `scheme` from now on in this process (and the processes it forks); None,
+    a ledger's that records none yet, is the newest."""
     global _scheme
+    if scheme is None:
+        scheme = NEWEST_SCHEME
     if scheme not in SCHEMES:
         raise ValueError(f"unknown ID scheme {scheme!r}")
     _scheme = scheme

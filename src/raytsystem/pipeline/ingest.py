@@ -43,7 +43,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, update
 
 from .. import faults
-from ..errors import RaytError
+from ..errors import RaytError, WorkspaceError
 from ..model import index as index_file
 from ..model.adapters import adapter_for, media_type_for
 from ..model.generation import (
@@ -557,7 +557,7 @@ def ingest(
         _few_collections(),
         _side_thread() as side,
     ):
-        record_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
+        _settle_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         with ledger.reading() as conn:
             parent = state.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)
@@ -679,6 +679,21 @@ def ingest(
             )
         report.seconds = time.monotonic() - started
         return report
+
+
+def _settle_id_scheme(ledger: Ledger, named: int) -> None:
+    """Derive IDs by the ledger's scheme, which must be the one raytsystem.toml names: one
+    ledger never mixes schemes (ADR 0030)."""
+    recorded = record_id_scheme(ledger, named)
+    if recorded != named:
+        raise WorkspaceError(
+            f"this ledger's IDs are derived by ID scheme {recorded}, and "
+            f"raytsystem.toml's [ids] scheme is {named} (1 when it names none). A ledger keeps "
+            f"the scheme it was made with: set `scheme = {recorded}` under [ids], or "
+            "ingest into a new ledger (move .raytsystem/ aside, or use a new database; claim "
+            "IDs quoted in notes then change)",
+            code="id_scheme_mismatch",
+        )
 
 
 def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationRef | None:

@@ -22,8 +22,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from ..errors import DatabaseError, Locked, SchemaTooNew, WorkspaceError
-from ..ids import NEWEST_SCHEME, use_scheme
+from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..ids import use_scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
     ID_SCHEME_SQL,
@@ -92,7 +92,7 @@ class Ledger:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
-        use_scheme(self.id_scheme or NEWEST_SCHEME)
+        use_scheme(self.id_scheme)
         try:
             with self.engine.begin() as conn:
                 yield conn
@@ -102,7 +102,7 @@ class Ledger:
     @contextlib.contextmanager
     def reading(self) -> Iterator[Connection]:
         """A connection for reads; with SQLite, one consistent snapshot for its whole life."""
-        use_scheme(self.id_scheme or NEWEST_SCHEME)
+        use_scheme(self.id_scheme)
         try:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -222,10 +222,10 @@ def _recorded_scheme(conn: Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def record_id_scheme(ledger: Ledger, wanted: int) -> None:
-    """Settle the scheme an ingest derives IDs by: the one the ledger records, which must be
-    the one its workspace names (`wanted`). A ledger without sources has derived no ID yet
-    (new, or its first ingest failed or found no file): it records `wanted`."""
+def record_id_scheme(ledger: Ledger, wanted: int) -> int | None:
+    """Record `wanted` as the ledger's ID scheme if it has derived no ID yet (it has no
+    source: new, or its first ingest failed or found no file), and return the ledger's scheme,
+    which the caller checks against `wanted`."""
     if ledger.id_scheme != wanted:
         with ledger.transaction() as conn:
             found = _recorded_scheme(conn)  # another process may have recorded one meanwhile
@@ -234,15 +234,7 @@ def record_id_scheme(ledger: Ledger, wanted: int) -> None:
                 insert_rows(conn, "settings", ("name", "value"), [("id_scheme", str(wanted))])
                 found = str(wanted)
         ledger.id_scheme = adopt_id_scheme(found)
-    if ledger.id_scheme != wanted:
-        raise WorkspaceError(
-            f"this ledger's IDs are derived by ID scheme {ledger.id_scheme}, and "
-            f"raytsystem.toml's [ids] scheme is {wanted} (1 when it names none). A ledger keeps "
-            f"the scheme it was made with: set `scheme = {ledger.id_scheme}` under [ids], or "
-            "ingest into a new ledger (move .raytsystem/ aside, or use a new database; claim "
-            "IDs quoted in notes then change)",
-            code="id_scheme_mismatch",
-        )
+    return ledger.id_scheme
 
 
 _ANY_SOURCE: Final = text("SELECT 1 FROM sources LIMIT 1")

@@ -1,9 +1,10 @@
-"""Constants of the ledger schema, importable without SQLAlchemy."""
+"""Constants of the ledger schema, and reading its recorded ID scheme: importable without
+SQLAlchemy (the query's sqlite3 reader uses them)."""
 
 from typing import Final
 
 from ..errors import DatabaseError
-from ..ids import NEWEST_SCHEME, SCHEMES, use_scheme
+from ..ids import SCHEMES, use_scheme
 
 # Every migration revision, oldest first. tests/test_ledger.py checks this against Alembic.
 SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003")
@@ -17,11 +18,8 @@ def adopt_id_scheme(value: str | None) -> int | None:
     """Derive IDs in this process by the scheme a ledger records (`value`, what `ID_SCHEME_SQL`
     found) and return it; None when it records none yet (an empty ledger, whose first ingest
     records one): the newest scheme meanwhile."""
-    if value is None:
-        use_scheme(NEWEST_SCHEME)
-        return None
-    scheme = _SCHEMES_BY_VALUE.get(value)
-    if scheme is None:
+    scheme = None if value is None else _SCHEMES_BY_VALUE.get(value)
+    if value is not None and scheme is None:
         raise DatabaseError(
             f"the ledger records ID scheme {value!r}, which this raytsystem does not know "
             f"(it knows {', '.join(map(str, SCHEMES))}): upgrade raytsystem, or, if the "

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
-from ..ids import NEWEST_SCHEME, use_scheme
+from ..ids import use_scheme
 from .db_meta import BUSY_TIMEOUT_MS, ID_SCHEME_SQL, SCHEMA_HEAD, SCHEMA_REVISIONS, adopt_id_scheme
 
 
@@ -95,7 +95,7 @@ class SqliteReader:
     def refresh(self) -> None:
         self._conn.execute("ROLLBACK")
         self._conn.execute("BEGIN")
-        use_scheme(self._scheme or NEWEST_SCHEME)  # as Ledger.reading does
+        use_scheme(self._scheme)  # as Ledger.reading does
 
     def close(self) -> None:
         self._conn.close()
@@ -118,7 +118,7 @@ class AlchemyReader:
 
     def refresh(self) -> None:
         self._conn.rollback()
-        use_scheme(self._ledger.id_scheme or NEWEST_SCHEME)  # as Ledger.reading does
+        use_scheme(self._ledger.id_scheme)  # as Ledger.reading does
         if self.dialect == "postgresql":
             self._conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
