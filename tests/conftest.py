@@ -215,15 +215,6 @@ def cli() -> CliRunner:
     return run_cli
 
 
-@pytest.fixture(autouse=True)
-def _newest_id_scheme() -> None:
-    """Each test starts deriving IDs by the newest scheme, whatever ledger the one before it
-    opened in this process (opening a ledger sets its scheme for the process, ADR 0030)."""
-    from raytsystem.ids import NEWEST_SCHEME, use_scheme
-
-    use_scheme(NEWEST_SCHEME)
-
-
 def default_sigint() -> None:
     """For `Popen(preexec_fn=...)` of a process a test interrupts: a runner that starts the
     tests in the background (SIGINT ignored, as in a non-interactive shell's `cmd &`) must not
@@ -299,6 +290,7 @@ def store_for(raw_root: Path) -> Any:
 def process_one(rel: str, disk: Path, raw_root: Path, max_bytes: int) -> Any:
     """`process_file` on one file, then publish its staged blobs as ingest's parent does;
     `store_for(raw_root)` reads them back."""
+    from raytsystem.ids import NEWEST_SCHEME
     from raytsystem.pipeline.files import FileTask, process_chunk
     from raytsystem.storage.blobs import STAGING
 
@@ -306,7 +298,7 @@ def process_one(rel: str, disk: Path, raw_root: Path, max_bytes: int) -> Any:
     staging_dir.mkdir(parents=True, exist_ok=True)
     store = store_for(raw_root)
     [result] = process_chunk(
-        [FileTask(rel, str(disk), str(staging_dir), max_bytes, None, None)], store
+        [FileTask(rel, str(disk), str(staging_dir), max_bytes, NEWEST_SCHEME, None, None)], store
     )
     store.publish(result.staged)
     return result

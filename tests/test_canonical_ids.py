@@ -23,15 +23,17 @@ from raytsystem.canonical import canonical_json, digest, sha256_hex
 from raytsystem.errors import UsageError
 from raytsystem.ids import (
     IDENTITY,
+    NEWEST,
     PARENT,
     PREFIXES,
     SCHEMES,
+    IdScheme,
     is_hash,
     kind_of,
     make_id,
     object_hash,
     parse_id,
-    use_scheme,
+    scheme,
 )
 
 NFC_E = "\u00e9"  # é, one code point
@@ -73,8 +75,7 @@ def test_golden_canonical_json_of_nested_unicode_value() -> None:
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_golden_claim_id(scheme: int) -> None:
-    use_scheme(scheme)
-    assert make_id("claim", **SAMPLE_IDENTITY["claim"]) == GOLDEN_CLAIM_ID[scheme]
+    assert IdScheme(scheme).make_id("claim", **SAMPLE_IDENTITY["claim"]) == GOLDEN_CLAIM_ID[scheme]
 
 
 def test_golden_source_id() -> None:
@@ -231,11 +232,10 @@ def _kind_params() -> list[Any]:
     return params
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("number", SCHEMES)
 @pytest.mark.parametrize("kind", _kind_params())
-def test_make_id_has_the_documented_prefix_and_32_hex(kind: str, scheme: int) -> None:
-    use_scheme(scheme)
-    object_id = make_id(kind, **SAMPLE_IDENTITY[kind])
+def test_make_id_has_the_documented_prefix_and_32_hex(kind: str, number: int) -> None:
+    object_id = scheme(number).make_id(kind, **SAMPLE_IDENTITY[kind])
     m = ID_RE.match(object_id)
     assert m is not None, object_id
     assert m.group(1) == PREFIXES[kind]
@@ -247,13 +247,13 @@ def test_make_id_has_the_documented_prefix_and_32_hex(kind: str, scheme: int) ->
 def test_scheme_2_starts_an_id_with_its_parents_digits_and_keeps_the_rest(kind: str) -> None:
     """Scheme 2 differs from scheme 1 only in the first 8 hex digits of a kind with a parent,
     which are the parent ID's; every other kind's ID is the same in both."""
-    use_scheme(1)
-    old = make_id(kind, **SAMPLE_IDENTITY[kind])
-    use_scheme(2)
-    new = make_id(kind, **SAMPLE_IDENTITY[kind])
+    old = scheme(1).make_id(kind, **SAMPLE_IDENTITY[kind])
+    new = scheme(2).make_id(kind, **SAMPLE_IDENTITY[kind])
     if kind not in PARENT:
-        assert new == old
+        assert new == old == make_id(kind, **SAMPLE_IDENTITY[kind])
         return
+    with pytest.raises(TypeError, match="depends on the ID scheme"):
+        make_id(kind, **SAMPLE_IDENTITY[kind])
     parent_id = SAMPLE_IDENTITY[kind][PARENT[kind]]
     assert new[4:12] == parent_id[4:12] != old[4:12]
     assert new[12:] == old[12:]
@@ -261,7 +261,7 @@ def test_scheme_2_starts_an_id_with_its_parents_digits_and_keeps_the_rest(kind: 
 
 def test_make_id_refuses_a_missing_identity_field() -> None:
     with pytest.raises(TypeError):
-        make_id("revision", source=GOLDEN_SOURCE_ID)
+        NEWEST.make_id("revision", source=GOLDEN_SOURCE_ID)
 
 
 def test_make_id_refuses_an_extra_identity_field() -> None:
@@ -406,10 +406,8 @@ def test_property_make_id_digests_the_reference_encoding(
         ensure_ascii=False,
     )
     digest_hex = blake3.blake3(reference.encode("utf-8")).hexdigest(length=16)
-    use_scheme(1)
-    assert make_id("claim", **identity) == "clm_" + digest_hex
-    use_scheme(2)
-    assert make_id("claim", **identity) == "clm_" + source_hex[:8] + digest_hex[8:]
+    assert scheme(1).make_id("claim", **dict(identity)) == "clm_" + digest_hex
+    assert scheme(2).make_id("claim", **identity) == "clm_" + source_hex[:8] + digest_hex[8:]
 
 
 _pairs = st.lists(st.tuples(st.text(), st.text()) | st.lists(st.text(), max_size=3), max_size=6)
@@ -440,8 +438,8 @@ def test_property_same_input_gives_same_id(statement: str, occurrence: int) -> N
         "statement": statement,
         "occurrence": occurrence,
     }
-    first = make_id("claim", **fields)
-    again = make_id("claim", **dict(reversed(list(fields.items()))))
+    first = NEWEST.make_id("claim", **fields)
+    again = NEWEST.make_id("claim", **dict(reversed(list(fields.items()))))
     assert first == again
     assert ID_RE.match(first)
 
@@ -550,7 +548,7 @@ _HEX32 = st.text("0123456789abcdef", min_size=32, max_size=32)
     _HEX32,
 )
 def test_property_bulk_ids_are_make_ids(
-    scheme: int,
+    scheme_number: int,
     source: str,
     statement: str,
     occurrence: int,
@@ -563,22 +561,17 @@ def test_property_bulk_ids_are_make_ids(
     make_id's, and the confirmed claim hash is claim_hash's. By scheme 2 the fields that name a
     parent (`source`, `other`) hold IDs, as they always do in an ingest."""
     from raytsystem.canonical import json_text
-    from raytsystem.model.objects import (
-        claim_hash,
-        confirmed_claim_hash,
-        extracted_claim_ids,
-        segment_ids,
-        statement_evidence_id,
-    )
+    from raytsystem.model.objects import chain_ids, claim_hash, confirmed_claim_hash
 
-    use_scheme(scheme)
-    if scheme == 2:
+    ids = chain_ids(IdScheme(scheme_number))
+    make_id = ids.scheme.make_id
+    if scheme_number == 2:
         source, other = f"src_{source_hex}", f"clm_{other_hex}"
-    claim = extracted_claim_ids(source)(occurrence, json_text(statement))
+    claim = ids.extracted_claim_ids(source)(occurrence, json_text(statement))
     assert claim == make_id(
         "claim", source=source, authority="extracted", statement=statement, occurrence=occurrence
     )
-    evidence = statement_evidence_id(
+    evidence = ids.statement_evidence_id(
         json_text(other), number, json_text(source), json_text(statement), occurrence
     )
     assert evidence == make_id(
@@ -590,7 +583,7 @@ def test_property_bulk_ids_are_make_ids(
         sha256=statement,
         role="statement",
     )
-    segment = segment_ids(source)(number, occurrence, json_text(other), -number)
+    segment = ids.segment_ids(source)(number, occurrence, json_text(other), -number)
     assert segment == make_id(
         "segment", normalization=source, ordinal=occurrence, start=-number, end=number, sha256=other
     )
@@ -603,13 +596,15 @@ def test_property_bulk_ids_are_make_ids(
 
 @given(st.sampled_from(SCHEMES), st.text(), st.integers(), st.integers(), _HEX32, _HEX32)
 def test_property_positional_ids_are_make_ids(
-    scheme: int, text: str, number: int, other: int, parent_hex: str, other_hex: str
+    scheme_number: int, text: str, number: int, other: int, parent_hex: str, other_hex: str
 ) -> None:
-    """`identity_digest`'s positional derivations (segment_id, evidence_id, claim_id) give
-    make_id's IDs by either scheme."""
-    from raytsystem.model.objects import claim_id, evidence_id, segment_id
+    """The positional derivations (segment_id, evidence_id, claim_id, revision_id,
+    normalization_id) give make_id's IDs by either scheme."""
+    from raytsystem.model.objects import chain_ids
 
-    use_scheme(scheme)
+    ids = chain_ids(IdScheme(scheme_number))
+    make_id = ids.scheme.make_id
+    segment_id, evidence_id, claim_id = ids.segment_id, ids.evidence_id, ids.claim_id
     nrm, clm, seg = f"nrm_{parent_hex}", f"clm_{parent_hex}", f"seg_{other_hex}"
     src = f"src_{other_hex}"
     assert segment_id(nrm, number, other, number, text) == make_id(
@@ -621,15 +616,18 @@ def test_property_positional_ids_are_make_ids(
     assert claim_id(src, text, text[::-1], number) == make_id(
         "claim", source=src, authority=text, statement=text[::-1], occurrence=number
     )
+    rev = f"rev_{other_hex}"
+    assert ids.revision_id(src, text) == make_id("revision", source=src, blob=text)
+    assert ids.normalization_id(rev, text, number, text[::-1]) == make_id(
+        "normalization", revision=rev, adapter=text, adapter_version=number, config=text[::-1]
+    )
 
 
 @pytest.mark.parametrize("parent", ["x", "src_" + "0" * 31, "SRC_" + "0" * 32, 7])
 def test_scheme_2_refuses_a_parent_that_is_not_an_id(parent: Any) -> None:
-    use_scheme(2)
     with pytest.raises(ValueError, match="a revision's source must be an ID"):
-        make_id("revision", source=parent, blob="a" * 64)
-    use_scheme(1)
-    assert ID_RE.match(make_id("revision", source=str(parent), blob="a" * 64))
+        scheme(2).make_id("revision", source=parent, blob="a" * 64)
+    assert ID_RE.match(scheme(1).make_id("revision", source=str(parent), blob="a" * 64))
 
 
 def test_a_template_refuses_fields_it_cannot_fill_in_order() -> None:

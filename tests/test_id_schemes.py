@@ -222,13 +222,15 @@ def test_a_ledger_without_sources_takes_the_scheme_named_later(
 
 
 def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path) -> None:
-    """Two ledgers of different schemes open in one process: each one's reads and
-    transactions derive by its own scheme, whichever was opened last."""
-    from raytsystem.ids import current_scheme
+    """Two ledgers of different schemes open in one process: each ledger and reader carries
+    its own scheme, and a query through either verifies its chain (every ID re-derived) by
+    that ledger's scheme, whichever was opened last."""
+    from raytsystem.pipeline.query import query
+    from raytsystem.storage.blobs import DiskBlobStore
     from raytsystem.storage.db import open_ledger, sqlite_url
     from raytsystem.storage.sql import open_reader
 
-    urls = {}
+    urls, dirs = {}, {}
     for scheme in (1, 2):
         ws = tmp_path / f"s{scheme}"
         assert run_cli("init", str(ws), cwd=tmp_path, env={"RAYTSYSTEM_DATABASE_URL": ""}).code == 0
@@ -236,21 +238,27 @@ def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path
         write(ws, "docs/ops.md", DOC)
         assert run_cli("ingest", cwd=ws, env={"RAYTSYSTEM_DATABASE_URL": ""}).code == 0
         urls[scheme] = sqlite_url(ws / ".raytsystem" / "ledger.sqlite3")
+        dirs[scheme] = ws
     one, two = open_ledger(urls[1]), open_ledger(urls[2])
+    readers = {1: open_reader(urls[1]), 2: open_reader(urls[2])}
     try:
-        assert (one.id_scheme, two.id_scheme, current_scheme()) == (1, 2, 2)
-        with one.reading():
-            assert current_scheme() == 1
-        with two.transaction():
-            assert current_scheme() == 2
-        reader = open_reader(urls[1])
-        assert current_scheme() == 1
-        with two.reading():
-            assert current_scheme() == 2
-        reader.refresh()
-        assert current_scheme() == 1
-        reader.close()
+        assert (one.ids.number, two.ids.number) == (1, 2)
+        assert (readers[1].ids.number, readers[2].ids.number) == (1, 2)
+        for scheme in (1, 2, 1):
+            ws = dirs[scheme]
+            body = query(
+                readers[scheme],
+                DiskBlobStore(ws / "_raw"),
+                ws / ".raytsystem" / "indexes",
+                "when does the quarterly audit happen",
+            )
+            assert body["status"] == "answered"
+            ids = [c["claim"]["id"] for c in body["citations"]]
+            source = body["citations"][0]["evidence"][0]["source_id"]
+            assert all((i[4:12] == source[4:12]) == (scheme == 2) for i in ids)
     finally:
+        for reader in readers.values():
+            reader.close()
         one.close()
         two.close()
 
@@ -258,12 +266,10 @@ def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path
 @pytest.mark.parametrize("value", ["0", "3", "02", "²", "٢", "", " 2"])
 def test_a_recorded_scheme_this_raytsystem_does_not_know_is_refused(value: str) -> None:
     from raytsystem.errors import DatabaseError
-    from raytsystem.ids import current_scheme
-    from raytsystem.storage.db_meta import adopt_id_scheme
+    from raytsystem.storage.db_meta import recorded_id_scheme
 
     with pytest.raises(DatabaseError) as info:
-        adopt_id_scheme(value)
+        recorded_id_scheme(value)
     assert info.value.code == "unknown_id_scheme" and repr(value) in str(info.value)
-    assert current_scheme() == 2
-    assert adopt_id_scheme("1") == 1 == current_scheme()
-    assert adopt_id_scheme(None) is None and current_scheme() == 2
+    assert recorded_id_scheme("1") == 1
+    assert recorded_id_scheme(None) is None

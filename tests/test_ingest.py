@@ -18,8 +18,8 @@ import pytest
 from conftest import Backend, process_one, run_cli, write
 
 from raytsystem.errors import RaytError
+from raytsystem.model.objects import source_id_for
 from raytsystem.pipeline import ingest as ingest_module
-from raytsystem.pipeline.files import source_id_for
 from raytsystem.storage.statcache import RACY_NS, StatCache
 
 
@@ -330,7 +330,7 @@ def test_human_output_names_the_generation_and_findings(workspace: Path, backend
 
 
 def _niceness_after_start(parent: int) -> int:
-    ingest_module._start_worker(parent, Path("_raw"))
+    ingest_module._start_worker(parent)
     return os.nice(0)
 
 

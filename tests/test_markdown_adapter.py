@@ -45,10 +45,12 @@ from typing import Any
 
 import pytest
 
+from raytsystem.ids import scheme
 from raytsystem.model.adapters import SEGMENT_KINDS, Normalized
 from raytsystem.model.adapters.markdown import normalize_markdown
 from raytsystem.model.adapters.plaintext import normalize_plaintext
 from raytsystem.model.claims import extract_claims, segment_rows
+from raytsystem.model.objects import chain_ids
 from raytsystem.model.text import decode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "markdown"
@@ -75,8 +77,9 @@ def describe(normalized: Normalized) -> dict[str, Any]:
         if seg.label is not None:
             entry["label"] = seg.label
         segments.append(entry)
-    rows = segment_rows("nrm_golden", normalized)
-    claims = extract_claims("src_golden", normalized, rows)
+    ids = chain_ids(scheme(1))  # scheme 1: these made-up parents are not IDs
+    rows = segment_rows(ids, "nrm_golden", normalized)
+    claims = extract_claims(ids, "src_golden", normalized, rows)
     return {
         "front_matter": normalized.front_matter,
         "findings": [f.code for f in normalized.findings],

@@ -45,18 +45,28 @@ from conftest import CORPORA, process_one, store_for
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytsystem.model.adapters import PROSE_KINDS, SEGMENT_KINDS, adapter_for, media_type_for
+from raytsystem.ids import NEWEST
+from raytsystem.model.adapters import (
+    PROSE_KINDS,
+    SEGMENT_KINDS,
+    Adapter,
+    adapter_for,
+    media_type_for,
+)
 from raytsystem.model.adapters.markdown import ADAPTER as MARKDOWN
 from raytsystem.model.adapters.markdown import normalize_markdown
 from raytsystem.model.adapters.plaintext import ADAPTER as PLAINTEXT
 from raytsystem.model.claims import segment_rows
+from raytsystem.model.objects import chain_ids, source_id_for
 from raytsystem.model.text import decode
-from raytsystem.pipeline.files import (
-    FileResult,
-    normalization_id_for,
-    revision_id_for,
-    source_id_for,
-)
+from raytsystem.pipeline.files import FileResult
+
+IDS = chain_ids(NEWEST)
+
+
+def normalization_id_for(revision_id: str, adapter: Adapter) -> str:
+    return IDS.normalization_id(revision_id, adapter.name, adapter.version, adapter.config_hash)
+
 
 MAX_BYTES = 10 * 1024 * 1024
 CORPUS_BUDGET_SECONDS = 60.0
@@ -267,7 +277,7 @@ def test_another_path_gives_other_claim_ids_but_the_same_excerpts() -> None:
 
 
 def test_another_adapter_version_or_config_gives_another_normalization_id() -> None:
-    revision = revision_id_for(source_id_for("docs/page.md"), "ab" * 32)
+    revision = IDS.revision_id(source_id_for("docs/page.md"), "ab" * 32)
     base = normalization_id_for(revision, MARKDOWN)
     bumped = normalization_id_for(revision, dataclasses.replace(MARKDOWN, version=2))
     configured = normalization_id_for(revision, dataclasses.replace(MARKDOWN, config={"x": 1}))
@@ -275,8 +285,8 @@ def test_another_adapter_version_or_config_gives_another_normalization_id() -> N
     assert len({base, bumped, configured}) == 3
     # ...and so every segment of the same text gets another ID too.
     normalized = normalize_markdown(decode(SAMPLE.encode()))
-    old = {r.id for r in segment_rows(base, normalized)}
-    new = {r.id for r in segment_rows(bumped, normalized)}
+    old = {r.id for r in segment_rows(IDS, base, normalized)}
+    new = {r.id for r in segment_rows(IDS, bumped, normalized)}
     assert old and not old & new
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from conftest import CORPORA, Backend, blob_bytes, run_cli, tamper_blob, write
 
-from raytsystem.model.objects import claim_hash, evidence_id
+from raytsystem.ids import NEWEST
+from raytsystem.model.objects import chain_ids, claim_hash
 
 PAYMENTS = """# Payments
 
@@ -251,7 +252,7 @@ def test_fails_closed_when_a_claim_cites_another_sentence_consistently(
     other = query(kb, "backoff doubles")["citations"][0]["evidence"][0]
     assert other["segment_id"] == old["segment_id"] and other["span"] != old["span"]
     start, end = other["span"]["start"], other["span"]["end"]
-    eid = evidence_id(
+    eid = chain_ids(NEWEST).evidence_id(
         claim["id"], other["segment_id"], start, end, other["cited_excerpt_sha256"], "statement"
     )
     forged = claim_hash(claim["id"], claim["statement"], claim["authority"], claim["status"], [eid])

@@ -446,6 +446,7 @@ def test_claims_checked_in_a_helper_process_find_the_same(
             with ledger.reading() as conn:
                 report = run_verify(
                     conn,
+                    ledger.ids,
                     DiskBlobStore(workspace / "_raw"),
                     workspace / ".raytsystem" / "indexes",
                     claims_helper_from=helper_from,

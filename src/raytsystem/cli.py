@@ -488,7 +488,7 @@ def verify(app: App, as_json: bool) -> None:
 
     ledger = app.ledger()
     with progress_for("verify", enabled=not as_json) as progress, ledger.reading() as conn:
-        report = run(conn, app.blobs, app.ws.index_dir, progress=progress)
+        report = run(conn, ledger.ids, app.blobs, app.ws.index_dir, progress=progress)
     result = report.to_json()
 
     def human(r: dict[str, Any]) -> None:

@@ -12,18 +12,19 @@ Two ID schemes exist (ADR 0030). In scheme 1 the 32 hex digits are all the diges
 2 an ID of a kind that belongs to one source (`PARENT`) starts with the first 8 hex digits of
 its parent's ID and keeps the last 24 of its own digest, so one file's rows sit together in
 the ledger's indexes. A ledger records the scheme its IDs are made with, fixed from its first
-source on; whoever opens a ledger sets that scheme for the process (`use_scheme`, called by
-`storage.db.open_ledger` and `storage.sql`'s reader, and again by each of their transactions
-and reads) before any ID is derived. Worker processes forked after inherit it; helper processes
-that are spawned are given it (`pipeline.helpers`). Like git's repository-wide hash algorithm,
-it is one setting per process because a process works on one ledger. A scheme-2 ID keeps 96
-bits of its own digest: ADR 0030 says why that is plenty.
+source on. The scheme is a value (`IdScheme`) carried by whatever opened the ledger and passed
+to whatever derives IDs, as git passes a repository's hash algorithm to its object stores. The
+kinds without a parent (sources, entities, relations, reviews) have the same ID by every
+scheme (`make_id`). A scheme-2 ID keeps 96 bits of its own digest: ADR 0030 says why that is
+plenty.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import blake3
@@ -75,25 +76,6 @@ PARENT_HEX: Final = 8
 _P: Final = 4  # where the hex digits start in an ID (after "clm_")
 _Q: Final = _P + PARENT_HEX
 
-# The scheme IDs are derived by in this process: the newest until a ledger is opened.
-_scheme = NEWEST_SCHEME
-
-
-def use_scheme(scheme: int | None) -> None:
-    """Derive IDs by `scheme` from now on in this process (and the processes it forks); None,
-    a ledger's that records none yet, is the newest."""
-    global _scheme
-    if scheme is None:
-        scheme = NEWEST_SCHEME
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown ID scheme {scheme!r}")
-    _scheme = scheme
-
-
-def current_scheme() -> int:
-    return _scheme
-
-
 _IDENTITY_KEYS: Final = {kind: frozenset(fields) for kind, fields in IDENTITY.items()}
 # The canonical form of each kind's identity (its fields and "kind"), worked out once.
 _SHAPES: Final = {kind: Shape((*fields, "kind")) for kind, fields in IDENTITY.items()}
@@ -102,62 +84,94 @@ _ID_RE: Final = re.compile(r"(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})")
 _HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
 
 
-def make_id(kind: str, **identity: Any) -> str:
-    """Derive the ID of an object of `kind` from exactly its identity fields."""
+def _digest(kind: str, identity: dict[str, Any]) -> str:
     if identity.keys() != _IDENTITY_KEYS[kind]:
         raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {tuple(identity)}")
-    identity["kind"] = kind  # `identity` is this call's own dict
-    h = blake3.blake3(_SHAPES[kind].encode(identity)).hexdigest(length=ID_HEX // 2)
-    if _scheme == 2 and kind in PARENT:
-        parent = identity[PARENT[kind]]
-        if not (isinstance(parent, str) and _ID_RE.fullmatch(parent)):
-            raise ValueError(f"a {kind}'s {PARENT[kind]} must be an ID, not {parent!r}")
-        h = parent[_P:_Q] + h[PARENT_HEX:]
-    return f"{PREFIXES[kind]}_{h}"
+    identity["kind"] = kind  # the caller's own dict
+    return blake3.blake3(_SHAPES[kind].encode(identity)).hexdigest(length=ID_HEX // 2)
 
 
-def identity_digest(kind: str) -> Callable[..., str]:
-    """A fast `make_id(kind, ...)` for IDs made in bulk: it takes the identity's values
-    positionally, in the order `IDENTITY[kind]` lists them, and gives the same ID."""
-    shape = Shape((*IDENTITY[kind], "kind"))
-    prefix = f"{PREFIXES[kind]}_"
-    hasher = blake3.blake3
-    at = IDENTITY[kind].index(PARENT[kind]) if kind in PARENT else None
-
-    def make(*values: Any) -> str:
-        if len(values) != len(IDENTITY[kind]):
-            raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {len(values)} values")
-        h = hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
-        if _scheme == 2 and at is not None:
-            head: str = values[at][_P:_Q]
-            return prefix + head + h[PARENT_HEX:]
-        return prefix + h
-
-    return make
+def make_id(kind: str, **identity: Any) -> str:
+    """The ID of an object of a kind that has no parent (`PARENT`): a source, an entity, a
+    relation, a review. Its ID is the same by every scheme. The other kinds' IDs depend on
+    the ledger's scheme: `IdScheme.make_id`."""
+    if kind in PARENT:
+        raise TypeError(f"a {kind}'s ID depends on the ID scheme: use IdScheme.make_id")
+    return f"{PREFIXES[kind]}_{_digest(kind, identity)}"
 
 
-def identity_template(kind: str, free: tuple[str, ...], /, **fixed: Any) -> Callable[..., str]:
-    """`make_id(kind, ...)` for IDs made by the hundred thousand that share some identity
-    fields (`fixed`): it takes the other fields' canonical JSON texts (`json_text(s)`, or an
-    int as it is) in sorted key order, the order `free` lists them in, and gives the same ID
-    (`Shape.template`)."""
-    template = _SHAPES[kind].template(free, kind=kind, **fixed)
-    prefix = f"{PREFIXES[kind]}_"
-    hasher = blake3.blake3
-    # Scheme 2's parent: a fixed field's ID, or a free field's JSON text (its quote first).
-    parent = PARENT.get(kind)
-    fixed_parent: str | None = fixed[parent][_P:_Q] if parent in fixed else None
-    at = free.index(parent) if parent in free else -1
+@dataclass(frozen=True)
+class IdScheme:
+    """How a ledger's IDs are derived (ADR 0030): a value of the ledger, passed to whatever
+    derives IDs (`Ledger.ids`, a reader's `ids`, an ingest's workers through their tasks)."""
 
-    def make(*texts: str | int) -> str:
-        h = hasher((template % texts).encode("utf-8")).hexdigest(ID_HEX // 2)
-        if _scheme != 2 or parent is None:
+    number: int
+
+    def __post_init__(self) -> None:
+        if self.number not in SCHEMES:
+            raise ValueError(f"unknown ID scheme {self.number!r}")
+
+    def make_id(self, kind: str, **identity: Any) -> str:
+        """Derive the ID of an object of `kind` from exactly its identity fields."""
+        h = _digest(kind, identity)
+        if self.number == 2 and kind in PARENT:
+            parent = identity[PARENT[kind]]
+            if not (isinstance(parent, str) and _ID_RE.fullmatch(parent)):
+                raise ValueError(f"a {kind}'s {PARENT[kind]} must be an ID, not {parent!r}")
+            h = parent[_P:_Q] + h[PARENT_HEX:]
+        return f"{PREFIXES[kind]}_{h}"
+
+    def positional(self, kind: str) -> Callable[..., str]:
+        """A fast `make_id(kind, ...)` for IDs made in bulk: it takes the identity's values
+        positionally, in the order `IDENTITY[kind]` lists them, and gives the same ID."""
+        shape = Shape((*IDENTITY[kind], "kind"))
+        prefix = f"{PREFIXES[kind]}_"
+        hasher = blake3.blake3
+        at = IDENTITY[kind].index(PARENT[kind]) if self.number == 2 and kind in PARENT else None
+        fields = len(IDENTITY[kind])
+
+        def make(*values: Any) -> str:
+            if len(values) != fields:
+                raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {len(values)} values")
+            h = hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
+            if at is not None:
+                head: str = values[at][_P:_Q]
+                return prefix + head + h[PARENT_HEX:]
             return prefix + h
-        if fixed_parent is not None:
-            return prefix + fixed_parent + h[PARENT_HEX:]
-        return prefix + str(texts[at])[_P + 1 : _Q + 1] + h[PARENT_HEX:]
 
-    return make
+        return make
+
+    def template(self, kind: str, free: tuple[str, ...], /, **fixed: Any) -> Callable[..., str]:
+        """`make_id(kind, ...)` for IDs made by the hundred thousand that share some identity
+        fields (`fixed`): it takes the other fields' canonical JSON texts (`json_text(s)`, or
+        an int as it is) in sorted key order, the order `free` lists them in, and gives the
+        same ID (`Shape.template`)."""
+        template = _SHAPES[kind].template(free, kind=kind, **fixed)
+        prefix = f"{PREFIXES[kind]}_"
+        hasher = blake3.blake3
+        # Scheme 2's parent: a fixed field's ID, or a free field's JSON text (its quote first).
+        parent = PARENT.get(kind) if self.number == 2 else None
+        fixed_parent: str | None = fixed[parent][_P:_Q] if parent in fixed else None
+        at = free.index(parent) if parent in free else -1
+
+        def make(*texts: str | int) -> str:
+            h = hasher((template % texts).encode("utf-8")).hexdigest(ID_HEX // 2)
+            if parent is None:
+                return prefix + h
+            if fixed_parent is not None:
+                return prefix + fixed_parent + h[PARENT_HEX:]
+            return prefix + str(texts[at])[_P + 1 : _Q + 1] + h[PARENT_HEX:]
+
+        return make
+
+
+@functools.cache
+def scheme(number: int) -> IdScheme:
+    """The ID scheme `number` (one object per scheme, so what it derives is worked out once)."""
+    return IdScheme(number)
+
+
+NEWEST: Final = scheme(NEWEST_SCHEME)
 
 
 def object_hash(kind: str, content: dict[str, Any], shape: Shape | None = None) -> str:

@@ -139,7 +139,7 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
             ledger = open_ledger(database_url, create=False)
             try:
                 with ledger.reading() as conn:
-                    return run(conn, blobs, ws.index_dir).to_json()
+                    return run(conn, ledger.ids, blobs, ws.index_dir).to_json()
             finally:
                 ledger.close()
 

@@ -20,23 +20,15 @@ from typing import Any, Final, NamedTuple
 from ..canonical import canonical_json, json_text, sha256_hex
 from ..sentences import split_sentences
 from .adapters import PROSE_KINDS, Normalized, SegmentDraft
-from .objects import (
-    ClaimRow,
-    EvidenceRow,
-    SegmentRow,
-    extracted_claim_ids,
-    segment_ids,
-    statement_evidence_id,
-    statement_of,
-)
+from .objects import ChainIds, ClaimRow, EvidenceRow, SegmentRow, statement_of
 
 _HAS_WORD: Final = re.compile(r"[^\W_]")
 
 
-def segment_rows(normalization_id: str, normalized: Normalized) -> list[SegmentRow]:
+def segment_rows(ids: ChainIds, normalization_id: str, normalized: Normalized) -> list[SegmentRow]:
     rows = []
     text = normalized.text
-    segment_id = segment_ids(normalization_id)
+    segment_id = ids.segment_ids(normalization_id)
     headings: dict[tuple[str, ...], str] = {}  # a section's segments share its heading path
     for ordinal, seg in enumerate(normalized.segments):
         start, end = seg.start, seg.end
@@ -103,24 +95,25 @@ def prose_sentences(normalized: Normalized) -> Iterator[Sentence]:
 
 
 def extract_claims(
-    source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
+    ids: ChainIds, source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
 ) -> list[tuple[ClaimRow, EvidenceRow]]:
     """One extracted claim with one evidence per sentence of every prose segment."""
-    claims, evidence = extract_claim_rows(source_id, normalized, segments)
+    claims, evidence = extract_claim_rows(ids, source_id, normalized, segments)
     return [
         (ClaimRow._make(c), EvidenceRow._make(e)) for c, e in zip(claims, evidence, strict=True)
     ]
 
 
 def extract_claim_rows(
-    source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
+    ids: ChainIds, source_id: str, normalized: Normalized, segments: Sequence[SegmentRow]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """`extract_claims` as plain tuples in `ClaimRow`'s and `EvidenceRow`'s field order, the
     claims and their statements' evidence in two lists (what an ingest worker sends on)."""
     claims: list[tuple[Any, ...]] = []
     evidence: list[tuple[Any, ...]] = []
     occurrences: dict[str, int] = {}
-    claim_id = extracted_claim_ids(source_id)
+    claim_id = ids.extracted_claim_ids(source_id)
+    statement_evidence_id = ids.statement_evidence_id
     for ordinal, start, end, excerpt, statement, _refs in prose_sentences(normalized):
         occurrence = occurrences.get(statement, 0)
         occurrences[statement] = occurrence + 1

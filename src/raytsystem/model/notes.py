@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..canonical import sha256_hex
 from .adapters import PROSE_KINDS, Normalized
 from .claims import sentences
-from .objects import ClaimRow, EvidenceRow, SegmentRow, claim_id, evidence_id
+from .objects import ChainIds, ClaimRow, EvidenceRow, SegmentRow
 
 ENTITIES_PATH: Final = "knowledge/manual/entities.md"
 _CITATION: Final = re.compile(r'\s*(?P<path>[^\s"“”]+)\s+["“](?P<quote>[^"“”]+)["”]')
@@ -98,7 +98,7 @@ def parse_citations(text: str) -> list[tuple[str, str]] | None:
 
 
 def parse_note(
-    path: str, source_id: str, normalized: Normalized, segments: list[SegmentRow]
+    ids: ChainIds, path: str, source_id: str, normalized: Normalized, segments: list[SegmentRow]
 ) -> tuple[list[ClaimRow], list[EvidenceRow], dict[str, Any]]:
     """The claim rows, statement evidence and meta of a note (see module docstring)."""
     meta, error = parse_front_matter(normalized.front_matter)
@@ -129,9 +129,9 @@ def parse_note(
         for sentence in sentences(normalized.text, seg, ordinal):
             occurrence = occurrences.get(sentence.statement, 0)
             occurrences[sentence.statement] = occurrence + 1
-            cid = claim_id(source_id, "manual", sentence.statement, occurrence)
+            cid = ids.claim_id(source_id, "manual", sentence.statement, occurrence)
             sha = sha256_hex(normalized.text[sentence.start : sentence.end])
-            eid = evidence_id(cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
+            eid = ids.evidence_id(cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
             claims.append(ClaimRow(cid, source_id, "manual", sentence.statement, occurrence))
             evidence.append(
                 EvidenceRow(eid, cid, seg_row.id, sentence.start, sentence.end, sha, "statement")

@@ -5,6 +5,7 @@ Kept free of heavy imports: QUERY and VERIFY re-derive IDs with these functions 
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
@@ -12,7 +13,7 @@ from typing import Final, NamedTuple
 import blake3
 
 from ..canonical import Shape
-from ..ids import HASH_HEX, identity_digest, identity_template, shaped_hash
+from ..ids import HASH_HEX, IdScheme, make_id, shaped_hash
 
 
 class SegmentRow(NamedTuple):
@@ -49,42 +50,61 @@ class EvidenceRow(NamedTuple):
     role: str
 
 
-# The IDs an ingest makes hundreds of per file take their identity's values positionally,
-# through a precompiled shape (`ids.identity_digest`): the same IDs as `make_id`.
-segment_id: Callable[[str, int, int, int, str], str] = identity_digest("segment")
-"""segment_id(normalization_id, ordinal, start, end, sha256)"""
-evidence_id: Callable[[str, str, int, int, str, str], str] = identity_digest("evidence")
-"""evidence_id(claim_id, segment_id, start, end, sha256, role)"""
-claim_id: Callable[[str, str, str, int], str] = identity_digest("claim")
-"""claim_id(source_id, authority, statement, occurrence)"""
+def source_id_for(path: str) -> str:
+    """A source's ID: the same by every ID scheme (a source has no parent)."""
+    return make_id("source", path=path)
 
 
-# The same IDs again, for one file's hundreds of segments and sentences: the fields they share
-# fixed, the others given as canonical JSON texts (`json_text(s)`, ints as they are) in sorted
-# key order (`ids.identity_template`). About half the cost of the calls above.
+class ChainIds:
+    """The IDs of the evidence chain's rows by one ID scheme (`chain_ids`), made in bulk.
+
+    The positional derivations take their identity's values in the order `ids.IDENTITY` lists
+    them, through a precompiled shape (`IdScheme.positional`). The templates are for one
+    file's hundreds of segments and sentences: the fields they share fixed, the others given
+    as canonical JSON texts (`json_text(s)`, ints as they are) in sorted key order
+    (`IdScheme.template`), about half the cost. All give `IdScheme.make_id`'s IDs."""
+
+    def __init__(self, scheme: IdScheme) -> None:
+        self.scheme = scheme
+        self.revision_id: Callable[[str, str], str] = scheme.positional("revision")
+        """revision_id(source_id, blob)"""
+        self.normalization_id: Callable[[str, str, int, str], str] = scheme.positional(
+            "normalization"
+        )
+        """normalization_id(revision_id, adapter, adapter_version, config_hash)"""
+        self.segment_id: Callable[[str, int, int, int, str], str] = scheme.positional("segment")
+        """segment_id(normalization_id, ordinal, start, end, sha256)"""
+        self.claim_id: Callable[[str, str, str, int], str] = scheme.positional("claim")
+        """claim_id(source_id, authority, statement, occurrence)"""
+        self.evidence_id: Callable[[str, str, int, int, str, str], str] = scheme.positional(
+            "evidence"
+        )
+        """evidence_id(claim_id, segment_id, start, end, sha256, role)"""
+        self.statement_evidence_id: Callable[[str, int, str, str, int], str] = scheme.template(
+            "evidence", ("claim", "end", "segment", "sha256", "start"), role="statement"
+        )
+        """evidence_id(claim, segment, start, end, sha256, "statement"), taking
+        (json_text(claim), end, json_text(segment), json_text(sha256), start)."""
+
+    def segment_ids(self, normalization_id: str) -> Callable[[int, int, str, int], str]:
+        """segment_id(normalization_id, ordinal, start, end, sha256) for one normalization's
+        segments, taking (end, ordinal, json_text(sha256), start)."""
+        return self.scheme.template(
+            "segment", ("end", "ordinal", "sha256", "start"), normalization=normalization_id
+        )
+
+    def extracted_claim_ids(self, source_id: str) -> Callable[[int, str], str]:
+        """claim_id(source_id, "extracted", statement, occurrence) for one source's sentences,
+        taking (occurrence, json_text(statement))."""
+        return self.scheme.template(
+            "claim", ("occurrence", "statement"), authority="extracted", source=source_id
+        )
 
 
-def segment_ids(normalization_id: str) -> Callable[[int, int, str, int], str]:
-    """segment_id(normalization_id, ordinal, start, end, sha256) for one normalization's
-    segments, taking (end, ordinal, json_text(sha256), start)."""
-    return identity_template(
-        "segment", ("end", "ordinal", "sha256", "start"), normalization=normalization_id
-    )
-
-
-def extracted_claim_ids(source_id: str) -> Callable[[int, str], str]:
-    """claim_id(source_id, "extracted", statement, occurrence) for one source's sentences,
-    taking (occurrence, json_text(statement))."""
-    return identity_template(
-        "claim", ("occurrence", "statement"), authority="extracted", source=source_id
-    )
-
-
-statement_evidence_id: Callable[[str, int, str, str, int], str] = identity_template(
-    "evidence", ("claim", "end", "segment", "sha256", "start"), role="statement"
-)
-"""evidence_id(claim, segment, start, end, sha256, "statement"), taking
-(json_text(claim), end, json_text(segment), json_text(sha256), start)."""
+@functools.cache
+def chain_ids(scheme: IdScheme) -> ChainIds:
+    """The derivations of `scheme`, made once per process."""
+    return ChainIds(scheme)
 
 
 _CLAIM_HASH = Shape(("id", "statement", "authority", "status", "evidence", "kind"))

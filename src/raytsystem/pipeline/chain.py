@@ -19,8 +19,7 @@ from typing import Any
 
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
-from ..ids import make_id
-from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
+from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
 from ..storage.blobs import BlobStore
 from ..storage.sql import Reader, expand
 
@@ -83,6 +82,7 @@ class Checker:
     def __init__(self, reader: Reader, blobs: BlobStore) -> None:
         self.reader = reader
         self.blobs = blobs
+        self.ids = chain_ids(reader.ids)
         self._texts: dict[str, str | Problem] = {}
         self._raw: dict[str, Problem | None] = {}
 
@@ -181,7 +181,7 @@ class Checker:
             _, status, recorded_hash, ev_json = st
             _, source_id, authority, statement, occurrence = row
             ev_ids = json.loads(ev_json)
-            if claim_id(source_id, authority, statement, occurrence) != cid:
+            if self.ids.claim_id(source_id, authority, statement, occurrence) != cid:
                 problems.append(
                     Problem(
                         "ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID"
@@ -236,7 +236,7 @@ class Checker:
         if ev is None:
             return Problem("ledger_mismatch", eid, f"evidence {eid} of claim {cid} is missing")
         _, ev_claim, seg_id, start, end, sha, role = ev
-        if ev_claim != cid or evidence_id(cid, seg_id, start, end, sha, role) != eid:
+        if ev_claim != cid or self.ids.evidence_id(cid, seg_id, start, end, sha, role) != eid:
             return Problem(
                 "ledger_mismatch", eid, f"evidence {eid}: its row no longer derives its ID"
             )
@@ -244,7 +244,7 @@ class Checker:
         if seg is None:
             return Problem("ledger_mismatch", seg_id, f"segment {seg_id} is missing")
         _, nid, ordinal, _kind, heading, s_start, s_end, line_start, _line_end, s_sha = seg
-        if segment_id(nid, ordinal, s_start, s_end, s_sha) != seg_id:
+        if self.ids.segment_id(nid, ordinal, s_start, s_end, s_sha) != seg_id:
             return Problem(
                 "ledger_mismatch", seg_id, f"segment {seg_id}: its row no longer derives its ID"
             )
@@ -254,13 +254,7 @@ class Checker:
         if norm is None:
             return Problem("ledger_mismatch", nid, f"normalization {nid} is missing")
         _, rev_id, adapter, version, config_hash, nstatus, text_blob = norm
-        expected_nid = make_id(
-            "normalization",
-            revision=rev_id,
-            adapter=adapter,
-            adapter_version=version,
-            config=config_hash,
-        )
+        expected_nid = self.ids.normalization_id(rev_id, adapter, version, config_hash)
         if expected_nid != nid or nstatus != "ok" or not text_blob:
             return Problem(
                 "ledger_mismatch", nid, f"normalization {nid}: its row no longer derives its ID"
@@ -269,12 +263,12 @@ class Checker:
         if rev is None:
             return Problem("ledger_mismatch", rev_id, f"revision {rev_id} is missing")
         _, source_id, raw = rev
-        if make_id("revision", source=source_id, blob=raw) != rev_id:
+        if self.ids.revision_id(source_id, raw) != rev_id:
             return Problem(
                 "ledger_mismatch", rev_id, f"revision {rev_id}: its row no longer derives its ID"
             )
         src = sources.get(source_id)
-        if src is None or make_id("source", path=src[1]) != source_id:
+        if src is None or source_id_for(src[1]) != source_id:
             return Problem(
                 "ledger_mismatch",
                 source_id,

@@ -15,12 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..canonical import canonical_json, json_text
-from ..ids import make_id
+from ..ids import scheme
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claim_rows, segment_rows
 from ..model.generation import source_digest
 from ..model.index import source_rows_digest
-from ..model.objects import ClaimRow, EvidenceRow, SegmentRow, confirmed_claim_hash
+from ..model.objects import (
+    ClaimRow,
+    EvidenceRow,
+    SegmentRow,
+    chain_ids,
+    confirmed_claim_hash,
+    source_id_for,
+)
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, PackWriter, address_of
 from ..workspace import is_note
@@ -36,30 +43,13 @@ def adapter_key(adapter: Adapter) -> str:
     return f"{adapter.label}/{adapter.config_hash}"
 
 
-def source_id_for(path: str) -> str:
-    return make_id("source", path=path)
-
-
-def revision_id_for(source_id: str, blob: str) -> str:
-    return make_id("revision", source=source_id, blob=blob)
-
-
-def normalization_id_for(revision_id: str, adapter: Adapter) -> str:
-    return make_id(
-        "normalization",
-        revision=revision_id,
-        adapter=adapter.name,
-        adapter_version=adapter.version,
-        config=adapter.config_hash,
-    )
-
-
 @dataclass(frozen=True)
 class FileTask:
     path: str
     disk: str
     staging_dir: str  # where new blobs are staged (in packs) until the parent publishes them
     max_bytes: int
+    id_scheme: int  # the ledger's (`IdScheme.number`): what the worker derives IDs by
     active_blob: str | None
     active_adapter: str | None
     active_text: str | None = None  # the active normalization's text blob
@@ -186,9 +176,12 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         return _skip(path, exc.code, exc.message)
 
     pack.add(data, blob)
+    ids = chain_ids(scheme(task.id_scheme))
     source_id = source_id_for(path)
-    revision_id = revision_id_for(source_id, blob)
-    normalization_id = normalization_id_for(revision_id, adapter)
+    revision_id = ids.revision_id(source_id, blob)
+    normalization_id = ids.normalization_id(
+        revision_id, adapter.name, adapter.version, adapter.config_hash
+    )
     result = FileResult(
         path,
         "new",
@@ -223,7 +216,7 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         result.findings.append(Finding("normalize_failed", path, message, "error"))
         return result
     text_blob = pack.add(normalized.text.encode("utf-8"))
-    segments = segment_rows(normalization_id, normalized)
+    segments = segment_rows(ids, normalization_id, normalized)
     row.update(
         status="ok",
         text_blob=text_blob,
@@ -246,7 +239,7 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
 
         # A note is parsed here (a pure function of its bytes); its citations and statuses are
         # resolved by the parent, which sees the whole generation (pipeline/manual.py).
-        claims, evidence, meta = parse_note(path, source_id, normalized, segments)
+        claims, evidence, meta = parse_note(ids, path, source_id, normalized, segments)
         result.claims = list(map(tuple, claims))
         result.evidence = list(map(tuple, evidence))
         if normalized.findings:
@@ -254,7 +247,7 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         row["meta"] = canonical_json(meta).decode("utf-8")
         result.note_meta = meta
     else:
-        claim_rows, evidence_rows = extract_claim_rows(source_id, normalized, segments)
+        claim_rows, evidence_rows = extract_claim_rows(ids, source_id, normalized, segments)
         result.claims, result.evidence = claim_rows, evidence_rows
         headings = {seg.id: seg.heading_path for seg in segments}
         # Each claim's state as `confirmed` with its one evidence, and what the index holds

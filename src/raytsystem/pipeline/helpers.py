@@ -11,42 +11,47 @@ respects). Spawning costs a fresh interpreter per helper, about half a second, a
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 from collections.abc import Iterator
 from multiprocessing.pool import Pool
+from typing import NamedTuple
 
 from sqlalchemy import Connection, Engine
 
-from ..ids import current_scheme, use_scheme
 from ..storage.db import ledger_engine
 from ..storage.sqlite_tuning import tune_process
 from ..syscalls import start_helper
 
-_engine: Engine | None = None  # a helper's ledger (`helper_engine`)
+
+class LedgerHelpers(NamedTuple):
+    """Helper processes and the URL of the ledger they read: each task is given the URL and
+    opens the ledger through `helper_engine(url)`."""
+
+    pool: Pool
+    url: str
 
 
 @contextlib.contextmanager
-def ledger_helpers(conn: Connection, processes: int) -> Iterator[Pool]:
-    """A pool of `processes` helpers, each with the ledger `conn` reads open on an engine of its
-    own (`helper_engine`). Leaving the block stops them at once, whatever they are doing: the
-    command's results are in, or it failed or was interrupted (helpers leave Ctrl-C to it)."""
+def ledger_helpers(conn: Connection, processes: int) -> Iterator[LedgerHelpers]:
+    """A pool of `processes` helpers for the ledger `conn` reads, each to open it on an engine
+    of its own (`helper_engine`). Leaving the block stops them at once, whatever they are
+    doing: the command's results are in, or it failed or was interrupted (helpers leave Ctrl-C
+    to it)."""
     url = conn.engine.url.render_as_string(hide_password=False)
     ctx = multiprocessing.get_context("spawn")
-    args = (os.getpid(), url, current_scheme())
-    with ctx.Pool(processes, initializer=_start, initargs=args) as pool:
-        yield pool
+    with ctx.Pool(processes, initializer=_start, initargs=(os.getpid(),)) as pool:
+        yield LedgerHelpers(pool, url)
 
 
-def _start(parent: int, url: str, id_scheme: int) -> None:
-    global _engine
+def _start(parent: int) -> None:
     start_helper(parent)
     tune_process()  # as the command did: this process has no connection yet
-    use_scheme(id_scheme)  # the ledger's, which the command set (a spawned process starts anew)
-    _engine = ledger_engine(url)
 
 
-def helper_engine() -> Engine:
-    """The ledger, in a helper process of `ledger_helpers`."""
-    assert _engine is not None, "only a helper started by ledger_helpers has the ledger"
-    return _engine
+@functools.cache
+def helper_engine(url: str) -> Engine:
+    """The ledger at `url`, in a helper process of `ledger_helpers`: one engine for all the
+    helper's tasks."""
+    return ledger_engine(url)

@@ -392,13 +392,13 @@ def generation_digest(
             }
         )
     steps = [sources[i : i + DIGEST_STEP] for i in range(0, len(sources), DIGEST_STEP)]
-    tasks = [(generation.number, str(blobs.root), step) for step in steps]
     digests: dict[str, str] = {}
     done = 0
     if progress:
         progress("index rows from the ledger", done, len(sources), 0)
-    with ledger_helpers(conn, min(jobs, len(steps))) as pool:
-        for step, got in zip(steps, pool.imap(_step_digests, tasks), strict=True):
+    with ledger_helpers(conn, min(jobs, len(steps))) as helpers:
+        tasks = [(helpers.url, generation.number, str(blobs.root), step) for step in steps]
+        for step, got in zip(steps, helpers.pool.imap(_step_digests, tasks), strict=True):
             faults.point("verify.index_rows")
             digests.update(got)
             done += len(step)
@@ -413,10 +413,10 @@ def _helper_store(raw_root: str) -> DiskBlobStore:
     return DiskBlobStore(Path(raw_root))
 
 
-def _step_digests(task: tuple[int, str, list[state.ActiveSource]]) -> dict[str, str]:
+def _step_digests(task: tuple[str, int, str, list[state.ActiveSource]]) -> dict[str, str]:
     """In a helper process: the digests of some of generation `number`'s sources."""
-    number, raw_root, part = task
-    with helper_engine().connect() as conn:
+    url, number, raw_root, part = task
+    with helper_engine(url).connect() as conn:
         rows = _step_rows(conn, _helper_store(raw_root), number, part)
     return {source_id: index_file.source_rows_digest(r) for source_id, r in rows.items()}
 

@@ -51,7 +51,7 @@ from ..model.generation import (
     generation_hash,
     manifest_digest,
 )
-from ..model.objects import EvidenceRow
+from ..model.objects import EvidenceRow, chain_ids, source_id_for
 from ..model.text import Finding
 from ..progress import Progress
 from ..storage.blobs import DiskBlobStore
@@ -79,7 +79,6 @@ from .files import (
     adapter_key,
     now_iso,
     process_chunk,
-    source_id_for,
 )
 from .indexing import SourceForIndex, index_rows, rebuild
 from .manual import resolve_manual
@@ -156,14 +155,17 @@ def _insert_ignore(conn: Connection, table: Table, rows: Sequence[Sequence[Any]]
     insert_rows(conn, table.name, [c.name for c in table.columns], rows, existing="skip")
 
 
-_worker_store: DiskBlobStore | None = None  # a worker's view of the raw store, for one ingest
+@functools.cache
+def _worker_store(raw_root: Path) -> DiskBlobStore:
+    """A worker's view of the raw store, one for the whole ingest: the packs' tables are read
+    once."""
+    return DiskBlobStore(raw_root)
 
 
-def _process_chunk(tasks: list[FileTask], box: int) -> tuple[int, int]:
+def _process_chunk(tasks: list[FileTask], box: int, raw_root: Path) -> tuple[int, int]:
     """A chunk's results, pickled into `box` (one of `_Boxes`); returns the box and their
     length, all that crosses the pool's pipe (`_Boxes.take`'s arguments)."""
-    assert _worker_store is not None
-    data = pickle.dumps(process_chunk(tasks, _worker_store), pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(process_chunk(tasks, _worker_store(raw_root)), pickle.HIGHEST_PROTOCOL)
     faults.point("ingest.hand_over")  # where a box's memory may run out
     with memoryview(data) as view:
         done = 0
@@ -234,10 +236,7 @@ def _memory_file() -> int:
     return fd
 
 
-def _start_worker(parent: int, raw_root: Path) -> None:
-    global _worker_store
-    # One store per worker for the whole ingest: the packs' tables are read once.
-    _worker_store = DiskBlobStore(raw_root)
+def _start_worker(parent: int) -> None:
     start_helper(parent)
     with contextlib.suppress(OSError):  # a process may not be allowed to change it: no matter
         os.nice(WORKER_NICENESS)
@@ -296,7 +295,9 @@ def _results(
             while slots or handed < len(chunks):
                 at_workers = sum(isinstance(slot, Future) for slot in slots)
                 while handed < len(chunks) and at_workers < queued and len(slots) < window:
-                    slots.append(pool.submit(_process_chunk, chunks[handed], boxes.box(handed)))
+                    slots.append(
+                        pool.submit(_process_chunk, chunks[handed], boxes.box(handed), store.root)
+                    )
                     handed += 1
                     at_workers += 1
                 head = slots[0]
@@ -337,7 +338,7 @@ def _worker_pool(workers: int, store: DiskBlobStore) -> Iterator[ProcessPoolExec
         max_workers=workers,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_worker,
-        initargs=(os.getpid(), store.root),
+        initargs=(os.getpid(),),
     )
     try:
         yield pool
@@ -606,6 +607,7 @@ def ingest(
                     c.disk,
                     staging_dir,
                     ws.config.ingest.max_file_bytes,
+                    ledger.ids.number,
                     a.blob if a else None,
                     a.adapter if a else None,
                     a.text_blob if a else None,
@@ -710,6 +712,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             run.states,
             removed,
             run.stage,
+            chain_ids(run.ledger.ids),
         )
     report.findings.extend(manual.findings)
     with run.stage.transaction() as conn:

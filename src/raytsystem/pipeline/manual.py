@@ -28,13 +28,13 @@ from sqlalchemy import Connection, select
 
 from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
-from ..model.objects import EvidenceRow, claim_hash, evidence_id
+from ..model.objects import ChainIds, EvidenceRow, claim_hash, source_id_for
 from ..model.text import Finding
 from ..storage.blobs import BlobStore
 from ..storage.models import Claim, Normalization, Segment
 from ..workspace import is_note
 from . import state
-from .files import KeptFile, source_id_for
+from .files import KeptFile
 from .state import ActiveSource
 
 STATUS_ORDER = {"retracted": 2, "disputed": 1}
@@ -145,7 +145,7 @@ MESSAGES = {
 
 
 def resolve_note(
-    note: Note, texts: Texts, statements: dict[str, str]
+    note: Note, texts: Texts, statements: dict[str, str], ids: ChainIds
 ) -> tuple[list[ClaimState], list[EvidenceRow], list[Finding]]:
     """Base states (before directives) of a note's claims in this generation."""
     if note.meta["note"]["status"] != "current" and note.meta.get("note_error") is None:
@@ -174,7 +174,7 @@ def resolve_note(
                 )
                 continue
             seg_id, start, end, sha = hit
-            eid = evidence_id(cid, seg_id, start, end, sha, "citation")
+            eid = ids.evidence_id(cid, seg_id, start, end, sha, "citation")
             evidence.append(EvidenceRow(eid, cid, seg_id, start, end, sha, "citation"))
             ev_ids.append(eid)
         status = "confirmed" if ok else "unverified"
@@ -241,6 +241,7 @@ def resolve_manual(
     states: dict[str, SourceState],
     removed: set[str],
     staged: Staged,
+    ids: ChainIds,
 ) -> ManualResult:
     """Claims and statuses the notes decide for the new generation.
 
@@ -290,7 +291,7 @@ def resolve_manual(
         conn, [e["id"] for n in to_resolve for e in n.meta["claims"]], statements
     )
     for note in to_resolve:
-        base, evidence, findings = resolve_note(note, texts, statements)
+        base, evidence, findings = resolve_note(note, texts, statements, ids)
         result.evidence.extend(evidence)
         result.findings.extend(findings)
         states[note.source_id] = SourceState(

@@ -41,10 +41,10 @@ from sqlalchemy import Connection, func, select
 from .. import faults
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
-from ..ids import make_id
+from ..ids import IdScheme, scheme
 from ..model import index as index_file
 from ..model.generation import generation_hash, manifest_digest, source_digest
-from ..model.objects import claim_hash, claim_id, evidence_id, segment_id, statement_of
+from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
 from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
 from ..storage.models import (
@@ -167,6 +167,7 @@ def _rows(conn: Connection, stmt: Any) -> Iterator[Any]:
 
 def check_ledger(
     conn: Connection,
+    ids: ChainIds,
     store: DiskBlobStore,
     present: set[str],
     report: VerifyReport,
@@ -174,13 +175,13 @@ def check_ledger(
 ) -> None:
     for sid, path in _rows(conn, select(Source.c.id, Source.c.path)):
         report.counts["sources"] += 1
-        if make_id("source", path=path) != sid:
+        if source_id_for(path) != sid:
             report.add(
                 "error", "id_mismatch", sid, f"source {sid} does not derive from its path {path!r}"
             )
     for rid, sid, blob in _rows(conn, select(Revision.c.id, Revision.c.source_id, Revision.c.blob)):
         report.counts["revisions"] += 1
-        if make_id("revision", source=sid, blob=blob) != rid:
+        if ids.revision_id(sid, blob) != rid:
             report.add("error", "id_mismatch", rid, f"revision {rid} does not derive from its row")
         if blob not in present:
             report.add(
@@ -207,9 +208,7 @@ def check_ledger(
     }
     for nid, rev, adapter, version, config, status, blob in norms.values():
         report.counts["normalizations"] += 1
-        expected = make_id(
-            "normalization", revision=rev, adapter=adapter, adapter_version=version, config=config
-        )
+        expected = ids.normalization_id(rev, adapter, version, config)
         if expected != nid:
             report.add(
                 "error", "id_mismatch", nid, f"normalization {nid} does not derive from its row"
@@ -263,7 +262,7 @@ def check_ledger(
         for _n, seg_id, ordinal, start, end, sha in segs:
             report.counts["segments"] += 1
             spans[seg_id] = (start, end)
-            if segment_id(nid, ordinal, start, end, sha) != seg_id:
+            if ids.segment_id(nid, ordinal, start, end, sha) != seg_id:
                 report.add(
                     "error", "id_mismatch", seg_id, f"segment {seg_id} does not derive from its row"
                 )
@@ -276,7 +275,7 @@ def check_ledger(
                 )
         for _n, eid, cid, seg_id, start, end, sha, role, statement in evs:
             report.counts["evidence"] += 1
-            if evidence_id(cid, seg_id, start, end, sha, role) != eid:
+            if ids.evidence_id(cid, seg_id, start, end, sha, role) != eid:
                 report.add(
                     "error", "id_mismatch", eid, f"evidence {eid} does not derive from its row"
                 )
@@ -311,7 +310,7 @@ def check_ledger(
         progress("check ledger (normalizations)", done, done, 0)
 
 
-def check_claims(conn: Connection, report: VerifyReport) -> None:
+def check_claims(conn: Connection, ids: ChainIds, report: VerifyReport) -> None:
     """Every claim's ID derives from its row, every claim state's hash from its claim."""
     for cid, sid, authority, statement, occurrence in _rows(
         conn,
@@ -320,7 +319,7 @@ def check_claims(conn: Connection, report: VerifyReport) -> None:
         ),
     ):
         report.counts["claims"] += 1
-        if claim_id(sid, authority, statement, occurrence) != cid:
+        if ids.claim_id(sid, authority, statement, occurrence) != cid:
             report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
     for cid, status, recorded, ev_json, authority, statement in _rows(
         conn,
@@ -351,7 +350,7 @@ CLAIMS_HELPER_FROM = 20_000
 
 @contextlib.contextmanager
 def claims_checked_beside(
-    conn: Connection, report: VerifyReport, helper_from: int = CLAIMS_HELPER_FROM
+    conn: Connection, ids: ChainIds, report: VerifyReport, helper_from: int = CLAIMS_HELPER_FROM
 ) -> Iterator[None]:
     """Check the claims (`check_claims`) while the body runs: in a helper process on its own
     ledger connection when the ledger is large and there is a core for it (stopped if the body
@@ -364,10 +363,10 @@ def claims_checked_beside(
         or conn.execute(select(func.count()).select_from(Claim)).scalar_one() < helper_from
     ):
         yield
-        check_claims(conn, report)
+        check_claims(conn, ids, report)
         return
-    with ledger_helpers(conn, 1) as pool:
-        pending = pool.apply_async(_check_claims_helper)
+    with ledger_helpers(conn, 1) as helpers:
+        pending = helpers.pool.apply_async(_check_claims_helper, (helpers.url, ids.scheme.number))
         yield
         findings, counts = pending.get()
     report.findings.extend(findings)
@@ -375,10 +374,10 @@ def claims_checked_beside(
         report.counts[name] += n
 
 
-def _check_claims_helper() -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _check_claims_helper(url: str, id_scheme: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     report = VerifyReport()
-    with helper_engine().connect() as conn:
-        check_claims(conn, report)
+    with helper_engine(url).connect() as conn:
+        check_claims(conn, chain_ids(scheme(id_scheme)), report)
     return report.findings, dict(report.counts)
 
 
@@ -651,6 +650,7 @@ def check_indexes(
 
 def verify(
     conn: Connection,
+    ids: IdScheme,
     store: DiskBlobStore,
     index_dir: Path,
     *,
@@ -660,8 +660,9 @@ def verify(
     started = time.perf_counter()
     report = VerifyReport()
     present = check_blobs(store, report, progress)
-    with claims_checked_beside(conn, report, claims_helper_from):
-        check_ledger(conn, store, present, report, progress)
+    derive = chain_ids(ids)
+    with claims_checked_beside(conn, derive, report, claims_helper_from):
+        check_ledger(conn, derive, store, present, report, progress)
     check_references(conn, report)
     current = check_generations(conn, report)
     report.generation = current.to_json() if current else None

@@ -23,13 +23,13 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
-from ..ids import use_scheme
+from ..ids import NEWEST_SCHEME, IdScheme, scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
     ID_SCHEME_SQL,
     SCHEMA_HEAD,
     SCHEMA_REVISIONS,
-    adopt_id_scheme,
+    recorded_id_scheme,
 )
 
 INSERT_CHUNK = 5000  # rows per executemany
@@ -78,9 +78,7 @@ class Ledger:
     """An open ledger database. `transaction()` is the one way to write.
 
     `id_scheme`: the scheme the ledger's IDs are derived by (None until its first ingest
-    records one: `record_id_scheme`). Opening the ledger sets it for this process
-    (`ids.use_scheme`), and so does each transaction and read, in case the process opened
-    another ledger since."""
+    records one: `record_id_scheme`); `ids` derives by it."""
 
     engine: Engine
     url: str
@@ -90,9 +88,13 @@ class Ledger:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def ids(self) -> IdScheme:
+        """The ledger's ID scheme; the newest while it records none (it holds no ID yet)."""
+        return scheme(self.id_scheme or NEWEST_SCHEME)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
-        use_scheme(self.id_scheme)
         try:
             with self.engine.begin() as conn:
                 yield conn
@@ -102,7 +104,6 @@ class Ledger:
     @contextlib.contextmanager
     def reading(self) -> Iterator[Connection]:
         """A connection for reads; with SQLite, one consistent snapshot for its whole life."""
-        use_scheme(self.id_scheme)
         try:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -175,7 +176,6 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
     """Open (and, when behind, migrate) the ledger at `url`.
 
     `create=False` refuses to make a new schema in an empty database, for read-only commands.
-    IDs are derived by the ledger's scheme in this process from then on (`Ledger.id_scheme`).
     """
     try:
         engine = ledger_engine(url)
@@ -210,11 +210,11 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
         except OperationalError as exc:
             raise _translate(exc) from exc
     try:
-        scheme = adopt_id_scheme(recorded)
+        id_scheme = recorded_id_scheme(recorded)
     except DatabaseError:
         engine.dispose()
         raise
-    return Ledger(engine=engine, url=url, id_scheme=scheme)
+    return Ledger(engine=engine, url=url, id_scheme=id_scheme)
 
 
 def _recorded_scheme(conn: Connection) -> str | None:
@@ -233,7 +233,7 @@ def record_id_scheme(ledger: Ledger, wanted: int) -> int | None:
                 conn.execute(_FORGET_SCHEME)
                 insert_rows(conn, "settings", ("name", "value"), [("id_scheme", str(wanted))])
                 found = str(wanted)
-        ledger.id_scheme = adopt_id_scheme(found)
+        ledger.id_scheme = recorded_id_scheme(found)
     return ledger.id_scheme
 
 

@@ -4,7 +4,7 @@ SQLAlchemy (the query's sqlite3 reader uses them)."""
 from typing import Final
 
 from ..errors import DatabaseError
-from ..ids import SCHEMES, use_scheme
+from ..ids import SCHEMES
 
 # Every migration revision, oldest first. tests/test_ledger.py checks this against Alembic.
 SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003")
@@ -14,10 +14,9 @@ BUSY_TIMEOUT_MS: Final = 10_000
 ID_SCHEME_SQL: Final = "SELECT value FROM settings WHERE name = 'id_scheme'"
 
 
-def adopt_id_scheme(value: str | None) -> int | None:
-    """Derive IDs in this process by the scheme a ledger records (`value`, what `ID_SCHEME_SQL`
-    found) and return it; None when it records none yet (an empty ledger, whose first ingest
-    records one): the newest scheme meanwhile."""
+def recorded_id_scheme(value: str | None) -> int | None:
+    """The scheme a ledger records (`value`, what `ID_SCHEME_SQL` found); None when it records
+    none yet (an empty ledger, whose first ingest records one)."""
     scheme = None if value is None else _SCHEMES_BY_VALUE.get(value)
     if value is not None and scheme is None:
         raise DatabaseError(
@@ -26,7 +25,6 @@ def adopt_id_scheme(value: str | None) -> int | None:
             "ledger's settings table was edited by hand, restore it",
             code="unknown_id_scheme",
         )
-    use_scheme(scheme)
     return scheme
 
 

@@ -15,12 +15,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
-from ..ids import use_scheme
-from .db_meta import BUSY_TIMEOUT_MS, ID_SCHEME_SQL, SCHEMA_HEAD, SCHEMA_REVISIONS, adopt_id_scheme
+from ..ids import NEWEST_SCHEME, IdScheme, scheme
+from .db_meta import (
+    BUSY_TIMEOUT_MS,
+    ID_SCHEME_SQL,
+    SCHEMA_HEAD,
+    SCHEMA_REVISIONS,
+    recorded_id_scheme,
+)
 
 
 class Reader(Protocol):
     dialect: str
+    ids: IdScheme  # the ledger's ID scheme
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
 
@@ -40,8 +47,8 @@ def expand(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
 
 def sqlite_path(url: str) -> str | None:
     """The file path of a `sqlite:///path` URL, or None for other databases."""
-    scheme, sep, rest = url.partition(":///")
-    if not sep or scheme.split("+")[0] != "sqlite" or not rest or "?" in rest:
+    dialect, sep, rest = url.partition(":///")
+    if not sep or dialect.split("+")[0] != "sqlite" or not rest or "?" in rest:
         return None
     return rest
 
@@ -61,10 +68,11 @@ class SqliteReader:
                 raise Locked(f"the ledger database is locked: {exc}") from exc
             raise DatabaseError(f"cannot open the ledger {path}: {exc}", code="no_ledger") from exc
         try:  # as open_ledger does
-            self._scheme = adopt_id_scheme(None if recorded is None else str(recorded[0]))
+            number = recorded_id_scheme(None if recorded is None else str(recorded[0]))
         except DatabaseError:
             self._conn.close()
             raise
+        self.ids = scheme(number or NEWEST_SCHEME)
 
     def _check_schema(self) -> None:
         try:
@@ -95,7 +103,6 @@ class SqliteReader:
     def refresh(self) -> None:
         self._conn.execute("ROLLBACK")
         self._conn.execute("BEGIN")
-        use_scheme(self._scheme)  # as Ledger.reading does
 
     def close(self) -> None:
         self._conn.close()
@@ -107,6 +114,7 @@ class AlchemyReader:
 
         self._ledger = open_ledger(url, create=False)
         self.dialect = self._ledger.dialect
+        self.ids = self._ledger.ids
         self._conn = self._ledger.engine.connect()
         if self.dialect == "postgresql":
             self._conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -118,7 +126,6 @@ class AlchemyReader:
 
     def refresh(self) -> None:
         self._conn.rollback()
-        use_scheme(self._ledger.id_scheme)  # as Ledger.reading does
         if self.dialect == "postgresql":
             self._conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
