@@ -24,7 +24,10 @@ CATEGORIES: Final = (
     ("sentence split + claims", ("raytsystem/sentences.py", "raytsystem/model/claims.py")),
     ("markdown adapter (normalize)", ("raytsystem/model/adapters/",)),
     ("SQL (SQLAlchemy + sqlite3)", ("sqlalchemy/", "sqlite3")),
-    ("FTS index build/check", ("raytsystem/model/index.py", "raytsystem/pipeline/indexing.py")),
+    (
+        "FTS index build/check",
+        ("raytsystem/storage/index_file.py", "raytsystem/pipeline/indexing.py"),
+    ),
     ("blob store I/O", ("raytsystem/storage/blobs.py", "blake3")),
 )
 OTHER_RAYTSYSTEM: Final = "other raytsystem code"

@@ -240,7 +240,7 @@ def query_in_process(ws: Path, texts: list[str]) -> dict[str, Any]:
     from raytsystem.errors import RaytError
     from raytsystem.pipeline.query import query
     from raytsystem.storage.blobs import DiskBlobStore
-    from raytsystem.storage.sql import open_reader
+    from raytsystem.storage.reader import open_reader
 
     url = f"sqlite:///{ws / '.raytsystem' / 'ledger.sqlite3'}"
     index_dir = ws / ".raytsystem" / "indexes"

@@ -228,7 +228,7 @@ def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path
     from raytsystem.pipeline.query import query
     from raytsystem.storage.blobs import DiskBlobStore
     from raytsystem.storage.db import open_ledger, sqlite_url
-    from raytsystem.storage.sql import open_reader
+    from raytsystem.storage.reader import open_reader
 
     urls, dirs = {}, {}
     for scheme in (1, 2):

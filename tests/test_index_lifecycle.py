@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli, write
 
 from raytsystem.errors import IntegrityError, NotFound
-from raytsystem.model import index as index_file
+from raytsystem.storage import index_file
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
 

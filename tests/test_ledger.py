@@ -36,7 +36,7 @@ from raytsystem.storage.db import (
     sqlite_url,
 )
 from raytsystem.storage.db_meta import BUSY_TIMEOUT_MS, SCHEMA_HEAD, SCHEMA_REVISIONS
-from raytsystem.storage.models import metadata
+from raytsystem.storage.tables import metadata
 
 
 @pytest.fixture
@@ -367,7 +367,7 @@ def test_row_tuples_have_their_tables_columns_in_order() -> None:
     """Ingest inserts these NamedTuples as they are: a field out of place would write a
     value into the wrong column of an immutable row."""
     from raytsystem.model.objects import ClaimRow, EvidenceRow, SegmentRow
-    from raytsystem.storage.models import Claim, Evidence, Segment
+    from raytsystem.storage.tables import Claim, Evidence, Segment
 
     for row, model in ((SegmentRow, Segment), (ClaimRow, Claim), (EvidenceRow, Evidence)):
         assert row._fields == tuple(c.name for c in model.columns), row.__name__

@@ -15,9 +15,9 @@ from conftest import run_cli, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytsystem.model import index as index_file
 from raytsystem.pipeline import ranking
 from raytsystem.pipeline.query import parse_query
+from raytsystem.storage import index_file
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
 WORDS = [

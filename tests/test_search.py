@@ -11,7 +11,6 @@ from typing import Any
 
 from conftest import run_cli, write
 
-from raytsystem.model import index as index_file
 from raytsystem.model.terms import term_text
 from raytsystem.pipeline.indexing import (
     Analyzer,
@@ -21,6 +20,7 @@ from raytsystem.pipeline.indexing import (
     source_rows,
 )
 from raytsystem.pipeline.ranking import WEIGHTS
+from raytsystem.storage import index_file
 
 DOC = """# Payments
 

@@ -1,4 +1,4 @@
-"""Staging (pipeline/staging.py): claim states written ahead of their generation, on a real
+"""Staging (storage/staging.py): claim states written ahead of their generation, on a real
 ledger (SQLite, and PostgreSQL when RAYTSYSTEM_TEST_PG_URL is set).
 
 Ingest writes a generation's claim states as the files stream in, opened at the number the
@@ -19,9 +19,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from raytsystem.model.generation import SourceState
-from raytsystem.pipeline import state
-from raytsystem.pipeline.staging import Staging, staging, state_evidence
+from raytsystem.storage import states as state
 from raytsystem.storage.db import Ledger, insert_rows, open_ledger, sqlite_url
+from raytsystem.storage.staging import Staging, staging, state_evidence
 
 SOURCE = "src_" + "a" * 32
 OTHER = "src_" + "b" * 32

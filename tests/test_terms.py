@@ -9,9 +9,9 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytsystem.model import index
 from raytsystem.model.objects import statement_of
 from raytsystem.model.terms import _by_script, term_text, terms
+from raytsystem.storage import index_file as index
 
 
 def test_latin_words_are_folded_and_stemmed_as_english() -> None:

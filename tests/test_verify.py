@@ -386,8 +386,8 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     """A large generation's index rows are re-derived by helper processes, each on its own
     ledger connection (PostgreSQL too): the digest is the one a single process derives and
     the one the ingest recorded, and a recorded digest that differs is found."""
-    from raytsystem.pipeline import state
     from raytsystem.pipeline.indexing import DIGEST_STEP, generation_digest
+    from raytsystem.storage import states as state
     from raytsystem.storage.blobs import DiskBlobStore
     from raytsystem.storage.db import open_ledger
 

@@ -187,7 +187,7 @@ def ingest(
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:
     """Show the workspace, the current generation and the last ingest."""
-    from .pipeline.inspect import status as run
+    from .pipeline.show import status as run
     from .storage.db import _redact
 
     ledger = app.ledger(create=True)
@@ -233,7 +233,7 @@ def status(app: App, as_json: bool) -> None:
 @click.pass_obj
 def history(app: App, path: str, as_json: bool) -> None:
     """List the revisions of the source at PATH and the generations each was active in."""
-    from .pipeline.inspect import history as run
+    from .pipeline.show import history as run
 
     rel = app.ws.rel_from_cli(path, app.cwd)
     with app.ledger().reading() as conn:
@@ -266,7 +266,7 @@ def history(app: App, path: str, as_json: bool) -> None:
 @click.pass_obj
 def show(app: App, object_id: str, as_json: bool) -> None:
     """Show any object (source, revision, normalization, segment, claim, evidence, generation) as JSON."""
-    from .pipeline.inspect import show as run
+    from .pipeline.show import show as run
 
     with app.ledger().reading() as conn:
         result = run(conn, app.blobs, object_id)
@@ -278,7 +278,7 @@ def show(app: App, object_id: str, as_json: bool) -> None:
 @click.pass_obj
 def generations(app: App, as_json: bool) -> None:
     """List the generations, oldest first; the current one is marked."""
-    from .pipeline.inspect import list_generations
+    from .pipeline.show import list_generations
 
     with app.ledger().reading() as conn:
         result = list_generations(conn)
@@ -305,7 +305,7 @@ def generations(app: App, as_json: bool) -> None:
 @click.pass_obj
 def diff(app: App, from_generation: str, to_generation: str, as_json: bool) -> None:
     """Claims added, removed and changed in status between two generations (number or hash)."""
-    from .pipeline.inspect import diff as run
+    from .pipeline.show import diff as run
 
     with app.ledger().reading() as conn:
         result = run(conn, from_generation, to_generation)
@@ -327,7 +327,7 @@ def diff(app: App, from_generation: str, to_generation: str, as_json: bool) -> N
 
 
 def _reader(app: App) -> Any:
-    from .storage.sql import open_reader
+    from .storage.reader import open_reader
 
     url = app.database_url or app.ws.default_database_url
     return open_reader(url)
@@ -454,8 +454,8 @@ def lock_timeout_option(f: F) -> F:
 @click.pass_obj
 def review(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Audit a generation and write ops/reviews/<n>-<hash>.json and .md; changes no knowledge."""
-    from .pipeline import state
     from .pipeline.review import review as run
+    from .storage import states as state
     from .storage.lock import writer_lock
     from .workspace import REVIEWS_DIR
 
@@ -738,9 +738,9 @@ def index() -> None:
 @click.pass_obj
 def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
-    from .pipeline import state
     from .pipeline.indexing import rebuild
     from .progress import progress_for
+    from .storage import states as state
     from .storage.lock import writer_lock
 
     ledger = app.ledger()

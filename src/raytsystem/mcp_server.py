@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from . import __version__
 from .errors import reportable
 from .storage.blobs import DiskBlobStore
-from .storage.sql import open_reader
+from .storage.reader import open_reader
 from .workspace import Workspace
 
 INSTRUCTIONS = """\
@@ -114,8 +114,8 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
     @server.tool()
     def show(object_id: str) -> dict[str, Any]:
         """Any object by ID (src_, rev_, nrm_, seg_, clm_, evd_, or a generation) with its chain."""
-        from .pipeline import state
-        from .pipeline.inspect import show as run
+        from .pipeline.show import show as run
+        from .storage import states as state
         from .storage.db import open_ledger
 
         def go() -> dict[str, Any]:

@@ -29,9 +29,9 @@ from typing import Any, Final
 
 from ..canonical import canonical_json, sha256_hex
 from ..errors import IntegrityError, UsageError
-from ..model import index as index_file
+from ..storage import index_file
 from ..storage.blobs import BlobStore
-from ..storage.sql import Reader, expand
+from ..storage.reader import Reader, expand
 from .chain import Checker
 from .query import parse_query, target_generation, verify_chosen
 from .ranking import WEIGHTS, choose, match_expression

@@ -21,7 +21,7 @@ from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
 from ..storage.blobs import BlobStore
-from ..storage.sql import Reader, expand
+from ..storage.reader import Reader, expand
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import RaytError, UsageError
 from ..storage.blobs import BlobStore
-from ..storage.sql import Reader
+from ..storage.reader import Reader
 from .query import MAX_LIMIT, query
 
 

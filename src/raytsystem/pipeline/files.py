@@ -19,7 +19,6 @@ from ..ids import scheme
 from ..model.adapters import Adapter, adapter_for, media_type_for
 from ..model.claims import extract_claim_rows, segment_rows
 from ..model.generation import source_digest
-from ..model.index import source_rows_digest
 from ..model.objects import (
     ClaimRow,
     EvidenceRow,
@@ -30,9 +29,10 @@ from ..model.objects import (
 )
 from ..model.text import Finding, NotText, decode
 from ..storage.blobs import DiskBlobStore, PackWriter, address_of
+from ..storage.index_file import source_rows_digest
+from ..storage.staging import state_evidence
 from ..workspace import is_note
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
-from .staging import state_evidence
 
 
 def now_iso() -> str:

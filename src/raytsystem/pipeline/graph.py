@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ..ids import make_id
-from ..storage.models import Claim, Evidence, Normalization, Segment
-from ..storage.models import ClaimState as ClaimStateRow
+from ..storage import states as state
+from ..storage.tables import Claim, Evidence, Normalization, Segment
+from ..storage.tables import ClaimState as ClaimStateRow
 from ..workspace import is_note
-from . import state
 from .manual import Note, _notes_from_ledger
 
 DEFAULT_MAX_NODES = 20_000

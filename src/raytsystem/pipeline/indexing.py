@@ -22,17 +22,17 @@ from typing import NamedTuple
 from sqlalchemy import Connection, select
 
 from .. import faults
-from ..model import index as index_file
 from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
-from ..model.index import Row
 from ..model.terms import term_text
 from ..progress import Progress
+from ..storage import index_file
+from ..storage import states as state
 from ..storage.blobs import BlobStore, DiskBlobStore
-from ..storage.models import Claim, Evidence, Normalization, Segment
-from . import state
-from .helpers import helper_engine, ledger_helpers
-from .state import GenerationRef, chunks
+from ..storage.index_file import Row
+from ..storage.states import GenerationRef, chunks
+from ..storage.tables import Claim, Evidence, Normalization, Segment
+from .ledger_pool import helper_engine, ledger_helpers
 
 
 class SegmentFact(NamedTuple):

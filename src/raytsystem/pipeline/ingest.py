@@ -44,7 +44,6 @@ from sqlalchemy import Connection, Table, insert, update
 
 from .. import faults
 from ..errors import RaytError, WorkspaceError
-from ..model import index as index_file
 from ..model.adapters import adapter_for, media_type_for
 from ..model.generation import (
     SourceState,
@@ -54,10 +53,14 @@ from ..model.generation import (
 from ..model.objects import EvidenceRow, chain_ids, source_id_for
 from ..model.text import Finding
 from ..progress import Progress
+from ..storage import index_file
+from ..storage import states as state
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, insert_rows, record_id_scheme
 from ..storage.lock import writer_lock
-from ..storage.models import (
+from ..storage.staging import Staging, staging
+from ..storage.statcache import StatCache
+from ..storage.tables import (
     Claim,
     Evidence,
     Generation,
@@ -68,10 +71,8 @@ from ..storage.models import (
     Segment,
     Source,
 )
-from ..storage.statcache import StatCache
 from ..syscalls import start_helper
 from ..workspace import Candidate, Refusal, Workspace, is_note
-from . import state
 from .files import (
     FileResult,
     FileTask,
@@ -82,7 +83,6 @@ from .files import (
 )
 from .indexing import SourceForIndex, index_rows, rebuild
 from .manual import resolve_manual
-from .staging import Staging, staging
 
 PARALLEL_THRESHOLD = 64
 CHUNK = 64  # files a worker takes at once; their new blobs make one pack (ADR 0025)

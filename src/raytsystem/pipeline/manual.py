@@ -30,18 +30,18 @@ from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
 from ..model.objects import ChainIds, EvidenceRow, claim_hash, source_id_for
 from ..model.text import Finding
+from ..storage import states as state
 from ..storage.blobs import BlobStore
-from ..storage.models import Claim, Normalization, Segment
+from ..storage.states import ActiveSource
+from ..storage.tables import Claim, Normalization, Segment
 from ..workspace import is_note
-from . import state
 from .files import KeptFile
-from .state import ActiveSource
 
 STATUS_ORDER = {"retracted": 2, "disputed": 1}
 
 
 class Staged(Protocol):
-    """The claim states staged by this ingest (pipeline/staging.py)."""
+    """The claim states staged by this ingest (storage/staging.py)."""
 
     def owners(self, claim_ids: Iterable[str]) -> dict[str, str]: ...
 
@@ -417,7 +417,7 @@ def _owners(
     owners.update({c: s for c, s in staged.owners(claim_ids - set(owners)).items()})
     if parent_number is None:
         return owners
-    from ..storage.models import ClaimState as Row
+    from ..storage.tables import ClaimState as Row
 
     missing = sorted(claim_ids - set(owners))
     for part in state.chunks(missing):

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import IntegrityError, NotFound, UsageError
-from ..model import index as index_file
 from ..model.terms import terms
+from ..storage import index_file
 from ..storage.blobs import BlobStore
-from ..storage.sql import Reader
+from ..storage.reader import Reader
 from .chain import Checker, ClaimView
 from .ranking import Candidate, choose
 

@@ -34,11 +34,11 @@ from sqlalchemy import Connection, insert, select
 
 from ..canonical import canonical_json
 from ..ids import make_id
+from ..storage import states as state
 from ..storage.blobs import BlobStore
-from ..storage.models import Claim, Evidence, Normalization, Review, Source, SourceState
-from ..storage.models import ClaimState as ClaimStateRow
+from ..storage.tables import Claim, Evidence, Normalization, Review, Source, SourceState
+from ..storage.tables import ClaimState as ClaimStateRow
 from ..workspace import is_note
-from . import state
 from .files import now_iso
 from .manual import MESSAGES, Texts, _link_exists, _notes_from_ledger, locate
 

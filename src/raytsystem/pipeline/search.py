@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from ..canonical import sha256_hex
 from ..errors import IntegrityError, UsageError
-from ..model import index as index_file
+from ..storage import index_file
 from ..storage.blobs import BlobStore
-from ..storage.sql import Reader, expand
+from ..storage.reader import Reader, expand
 from .query import MAX_LIMIT, parse_query, target_generation
 from .ranking import WEIGHTS, match_expression
 

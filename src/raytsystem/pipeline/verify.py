@@ -42,12 +42,13 @@ from .. import faults
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..ids import IdScheme, scheme
-from ..model import index as index_file
 from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
+from ..storage import index_file
+from ..storage import states as state
 from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
-from ..storage.models import (
+from ..storage.tables import (
     Claim,
     Evidence,
     Generation,
@@ -58,13 +59,12 @@ from ..storage.models import (
     Source,
     SourceState,
 )
-from ..storage.models import (
+from ..storage.tables import (
     ClaimState as ClaimStateRow,
 )
 from ..syscalls import start_helper
-from . import state
-from .helpers import helper_engine, ledger_helpers
 from .indexing import generation_digest
+from .ledger_pool import helper_engine, ledger_helpers
 
 HASH_JOBS = 8  # processes re-hashing blobs (check_blobs)
 

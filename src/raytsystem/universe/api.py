@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..pipeline import state
 from ..pipeline.graph import DEFAULT_MAX_NODES, graph
-from ..pipeline.inspect import show
 from ..pipeline.search import search
+from ..pipeline.show import show
+from ..storage import states as state
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger
-from ..storage.sql import open_reader
+from ..storage.reader import open_reader
 
 
 @dataclass

@@ -33,9 +33,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ..canonical import json_text
 from ..model.generation import ClaimState, SourceState
-from ..storage.db import Ledger, _translate, insert_rows
-from ..storage.sql import expand
-from .state import chunks
+from .db import Ledger, _translate, insert_rows
+from .reader import expand
+from .states import chunks
 
 COMMIT_EVERY = 30  # `batch` calls per ledger transaction
 # The ingest connection's SQLite page cache. Past 10,000 files the B-trees of random IDs

@@ -14,8 +14,8 @@ from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select
 
 from ..errors import NotFound, UsageError
 from ..model.generation import ClaimState
-from ..storage.models import ClaimState as ClaimStateRow
-from ..storage.models import Generation, Head, Normalization, Revision, Source, SourceState
+from .tables import ClaimState as ClaimStateRow
+from .tables import Generation, Head, Normalization, Revision, Source, SourceState
 
 T = TypeVar("T")
 GENERATIONS = Generation

@@ -9,8 +9,9 @@ from sqlalchemy import Connection, func, select
 
 from ..errors import NotFound, UsageError
 from ..ids import parse_id
+from ..storage import states as state
 from ..storage.blobs import BlobStore
-from ..storage.models import (
+from ..storage.tables import (
     Claim,
     ClaimState,
     Evidence,
@@ -23,7 +24,6 @@ from ..storage.models import (
     SourceState,
 )
 from ..workspace import check_rel_path
-from . import state
 
 
 def _one(conn: Connection, table: Any, object_id: str) -> dict[str, Any]:
@@ -147,7 +147,7 @@ def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> st
 
 
 def _head_number(conn: Connection) -> int:
-    """States past the head are an ingest's work in progress (pipeline/staging.py)."""
+    """States past the head are an ingest's work in progress (storage/staging.py)."""
     current = state.head(conn)
     return current.number if current else 0
 
