@@ -387,7 +387,7 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     ledger connection (PostgreSQL too): the digest is the one a single process derives and
     the one the ingest recorded, and a recorded digest that differs is found."""
     from raytsystem.pipeline.indexing import DIGEST_STEP, generation_digest
-    from raytsystem.storage import states as state
+    from raytsystem.storage import generations
     from raytsystem.storage.blobs import DiskBlobStore
     from raytsystem.storage.db import open_ledger
 
@@ -402,7 +402,7 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     )
     try:
         with ledger.reading() as conn:
-            head = state.require_head(conn)
+            head = generations.require_head(conn)
             blobs = DiskBlobStore(workspace / "_raw")
             one = generation_digest(conn, blobs, head, jobs=1)
             helpers = generation_digest(conn, blobs, head, jobs=2)

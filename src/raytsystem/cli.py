@@ -455,13 +455,13 @@ def lock_timeout_option(f: F) -> F:
 def review(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Audit a generation and write ops/reviews/<n>-<hash>.json and .md; changes no knowledge."""
     from .pipeline.review import review as run
-    from .storage import states as state
+    from .storage import generations
     from .storage.lock import writer_lock
     from .workspace import REVIEWS_DIR
 
     ledger = app.ledger()
     with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.transaction() as conn:
-        gen = state.generation_or_head(conn, generation)
+        gen = generations.generation_or_head(conn, generation)
         result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
 
     def human(r: dict[str, Any]) -> None:
@@ -740,7 +740,7 @@ def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json
     """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
     from .pipeline.indexing import rebuild
     from .progress import progress_for
-    from .storage import states as state
+    from .storage import generations
     from .storage.lock import writer_lock
 
     ledger = app.ledger()
@@ -749,7 +749,7 @@ def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json
         ledger.reading() as conn,
         progress_for("index rebuild", enabled=not as_json) as progress,
     ):
-        gen = state.generation_or_head(conn, generation)
+        gen = generations.generation_or_head(conn, generation)
         result = rebuild(app.ws.index_dir, conn, app.blobs, gen, progress)
 
     def human(r: dict[str, Any]) -> None:

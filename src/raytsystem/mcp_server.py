@@ -115,14 +115,14 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
     def show(object_id: str) -> dict[str, Any]:
         """Any object by ID (src_, rev_, nrm_, seg_, clm_, evd_, or a generation) with its chain."""
         from .pipeline.show import show as run
-        from .storage import states as state
+        from .storage import generations
         from .storage.db import open_ledger
 
         def go() -> dict[str, Any]:
             ledger = open_ledger(database_url, create=False)
             try:
                 with ledger.reading() as conn:
-                    current = state.require_head(conn)
+                    current = generations.require_head(conn)
                     return {"current_generation": current.to_json(), **run(conn, blobs, object_id)}
             finally:
                 ledger.close()

@@ -29,11 +29,12 @@ from typing import Any, Final
 
 from ..canonical import canonical_json, sha256_hex
 from ..errors import IntegrityError, UsageError
-from ..storage import index_file
+from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
-from ..storage.reader import Reader, expand
+from ..storage.generations import target_generation
+from ..storage.reader import Reader
 from .chain import Checker
-from .query import parse_query, target_generation, verify_chosen
+from .query import parse_query, verify_chosen
 from .ranking import WEIGHTS, choose, match_expression
 
 MAX_CLAIMS: Final = 40
@@ -110,26 +111,24 @@ def _segment_items(
     rows = [r for r in rows if r[0] not in covered and r[4] in BLOCK_KINDS][:MAX_SEGMENTS]
     if not rows:
         return []
-    placeholders, params = expand("s", [r[0] for r in rows])
-    ledger = {
-        r[0]: r
-        for r in checker.reader.rows(
-            'SELECT s.id, s."start", s."end", s.line_start, s.line_end, s.sha256, n.text_blob, v.blob '
-            "FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
-            f"JOIN revisions v ON v.id = n.revision_id WHERE s.id IN ({placeholders})",
-            params,
-        )
-    }
+    ledger = chains.segment_texts(checker.reader, [r[0] for r in rows])
     items = []
     for seg_id, seg_hash, path, heading, kind, score in rows:
         row = ledger.get(seg_id)
-        if row is None or row[5] != seg_hash:
+        if row is None or row.sha256 != seg_hash:
             raise IntegrityError(
                 f"fail closed: segment {seg_id} does not match the ledger",
                 code="index_row_mismatch",
             )
-        _, start, end, line_start, line_end, sha, text_blob, raw = row
-        text = checker.normalized_text(text_blob)
+        start, end, line_start, line_end, sha = (
+            row.start,
+            row.end,
+            row.line_start,
+            row.line_end,
+            row.sha256,
+        )
+        raw = row.raw_blob
+        text = checker.normalized_text(row.text_blob)
         if not isinstance(text, str):
             raise IntegrityError(f"fail closed: {text.message}", code=text.code)
         if sha256_hex(text[start:end]) != sha:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
+from ..storage import chains
 from ..storage.blobs import BlobStore
-from ..storage.reader import Reader, expand
+from ..storage.reader import Reader
 
 
 @dataclass(frozen=True)
@@ -62,18 +62,33 @@ class ClaimView:
     evidence: list[EvidenceView] = field(default_factory=list)
 
 
-def _by_id(
-    reader: Reader, table: str, columns: str, ids: Sequence[str]
-) -> dict[str, tuple[Any, ...]]:
-    out: dict[str, tuple[Any, ...]] = {}
-    ids = sorted(set(ids))
-    for i in range(0, len(ids), 500):
-        placeholders, params = expand("i", ids[i : i + 500])
-        for row in reader.rows(
-            f"SELECT {columns} FROM {table} WHERE id IN ({placeholders})", params
-        ):
-            out[row[0]] = row
-    return out
+@dataclass(frozen=True)
+class _Rows:
+    """The ledger rows of some claims' chains, by ID (`storage.chains`)."""
+
+    states: dict[str, chains.ClaimStateRow]
+    claims: dict[str, chains.ClaimRow]
+    evidence: dict[str, chains.EvidenceRow]
+    segments: dict[str, chains.SegmentRow]
+    norms: dict[str, chains.NormalizationRow]
+    revisions: dict[str, chains.RevisionRow]
+    sources: dict[str, chains.SourceRow]
+
+    @classmethod
+    def load(cls, reader: Reader, claim_ids: Sequence[str], number: int) -> _Rows:
+        states = chains.claim_states(reader, claim_ids, number)
+        claims = chains.claims(reader, claim_ids)
+        evidence = chains.evidence(
+            reader, [e for s in states.values() for e in json.loads(s.evidence_ids)]
+        )
+        segments = chains.segments(reader, [e.segment_id for e in evidence.values()])
+        norms = chains.normalizations(reader, [s.normalization_id for s in segments.values()])
+        revisions = chains.revisions(reader, [n.revision_id for n in norms.values()])
+        sources = chains.sources(
+            reader,
+            [r.source_id for r in revisions.values()] + [c.source_id for c in claims.values()],
+        )
+        return cls(states, claims, evidence, segments, norms, revisions, sources)
 
 
 class Checker:
@@ -121,194 +136,140 @@ class Checker:
         self, claim_ids: Sequence[str], number: int
     ) -> tuple[dict[str, ClaimView], list[Problem]]:
         """Load and check the chains of `claim_ids` as members of generation `number`."""
+        rows = _Rows.load(self.reader, claim_ids, number)
         problems: list[Problem] = []
-        placeholders, params = expand("c", sorted(set(claim_ids)))
-        states = {
-            r[0]: r
-            for r in self.reader.rows(
-                # A claim's states are found through its source (claim_states is indexed by
-                # source: see migration 0002).
-                "SELECT s.claim_id, s.status, s.claim_hash, s.evidence_ids FROM claims c "
-                "JOIN claim_states s ON s.source_id = c.source_id AND s.claim_id = c.id "
-                f"WHERE c.id IN ({placeholders}) AND s.gen_from <= :n "
-                "AND (s.gen_to IS NULL OR s.gen_to > :n)",
-                {**params, "n": number},
-            )
-        }
-        claims = _by_id(
-            self.reader, "claims", "id, source_id, authority, statement, occurrence", claim_ids
-        )
-        evidence_ids = [e for s in states.values() for e in json.loads(s[3])]
-        evidence = _by_id(
-            self.reader,
-            "evidence",
-            'id, claim_id, segment_id, "start", "end", sha256, role',
-            evidence_ids,
-        )
-        segments = _by_id(
-            self.reader,
-            "segments",
-            'id, normalization_id, ordinal, kind, heading_path, "start", "end", line_start, line_end, sha256',
-            [e[2] for e in evidence.values()],
-        )
-        norms = _by_id(
-            self.reader,
-            "normalizations",
-            "id, revision_id, adapter, adapter_version, config_hash, status, text_blob",
-            [s[1] for s in segments.values()],
-        )
-        revisions = _by_id(
-            self.reader, "revisions", "id, source_id, blob", [n[1] for n in norms.values()]
-        )
-        sources = _by_id(
-            self.reader,
-            "sources",
-            "id, path",
-            [r[1] for r in revisions.values()] + [c[1] for c in claims.values()],
-        )
-
         views: dict[str, ClaimView] = {}
         for cid in claim_ids:
-            st = states.get(cid)
-            row = claims.get(cid)
-            if st is None or row is None:
-                problems.append(
-                    Problem(
-                        "not_a_member", cid, f"claim {cid} is not active in generation {number}"
-                    )
-                )
-                continue
-            _, status, recorded_hash, ev_json = st
-            _, source_id, authority, statement, occurrence = row
-            ev_ids = json.loads(ev_json)
-            if self.ids.claim_id(source_id, authority, statement, occurrence) != cid:
-                problems.append(
-                    Problem(
-                        "ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID"
-                    )
-                )
-                continue
-            if claim_hash(cid, statement, authority, status, ev_ids) != recorded_hash:
-                problems.append(
-                    Problem(
-                        "ledger_mismatch",
-                        cid,
-                        f"claim {cid}: its hash does not match the generation",
-                    )
-                )
-                continue
-            view = ClaimView(cid, recorded_hash, status, authority, statement, source_id)
-            for eid in ev_ids:
-                ev = evidence.get(eid)
-                checked = self._evidence(cid, eid, ev, segments, norms, revisions, sources)
-                if isinstance(checked, Problem):
-                    problems.append(checked)
-                    break
-                view.evidence.append(checked)
+            checked = self._claim(cid, rows, number)
+            if isinstance(checked, Problem):
+                problems.append(checked)
             else:
-                # The ID and hash prove the statement was not changed since it was written,
-                # not that its evidence says it: a claim says what its statement evidence's
-                # excerpt says (whitespace collapsed, NFC), as `verify` also checks.
-                said = [e for e in view.evidence if e.role == "statement"]
-                if not said or any(statement_of(e.excerpt) != statement for e in said):
-                    problems.append(
-                        Problem(
-                            "excerpt_mismatch",
-                            cid,
-                            f"claim {cid}: its statement is not what its statement evidence says",
-                        )
-                    )
-                    continue
-                view.evidence.sort(key=lambda e: (e.role != "statement", e.id))
-                views[cid] = view
+                views[cid] = checked
         return views, problems
 
-    def _evidence(
-        self,
-        cid: str,
-        eid: str,
-        ev: tuple[Any, ...] | None,
-        segments: dict[str, tuple[Any, ...]],
-        norms: dict[str, tuple[Any, ...]],
-        revisions: dict[str, tuple[Any, ...]],
-        sources: dict[str, tuple[Any, ...]],
-    ) -> EvidenceView | Problem:
+    def _claim(self, cid: str, rows: _Rows, number: int) -> ClaimView | Problem:
+        state, row = rows.states.get(cid), rows.claims.get(cid)
+        if state is None or row is None:
+            return Problem("not_a_member", cid, f"claim {cid} is not active in generation {number}")
+        ev_ids = json.loads(state.evidence_ids)
+        if self.ids.claim_id(row.source_id, row.authority, row.statement, row.occurrence) != cid:
+            return Problem("ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID")
+        recorded = state.claim_hash
+        if claim_hash(cid, row.statement, row.authority, state.status, ev_ids) != recorded:
+            return Problem(
+                "ledger_mismatch", cid, f"claim {cid}: its hash does not match the generation"
+            )
+        view = ClaimView(cid, recorded, state.status, row.authority, row.statement, row.source_id)
+        for eid in ev_ids:
+            checked = self._evidence(cid, eid, rows)
+            if isinstance(checked, Problem):
+                return checked
+            view.evidence.append(checked)
+        # The ID and hash prove the statement was not changed since it was written, not that
+        # its evidence says it: a claim says what its statement evidence's excerpt says
+        # (whitespace collapsed, NFC), as `verify` also checks.
+        said = [e for e in view.evidence if e.role == "statement"]
+        if not said or any(statement_of(e.excerpt) != row.statement for e in said):
+            return Problem(
+                "excerpt_mismatch",
+                cid,
+                f"claim {cid}: its statement is not what its statement evidence says",
+            )
+        view.evidence.sort(key=lambda e: (e.role != "statement", e.id))
+        return view
+
+    def _evidence(self, cid: str, eid: str, rows: _Rows) -> EvidenceView | Problem:
+        ev = rows.evidence.get(eid)
         if ev is None:
             return Problem("ledger_mismatch", eid, f"evidence {eid} of claim {cid} is missing")
-        _, ev_claim, seg_id, start, end, sha, role = ev
-        if ev_claim != cid or self.ids.evidence_id(cid, seg_id, start, end, sha, role) != eid:
+        if ev.claim_id != cid or self.ids.evidence_id(*ev[1:]) != eid:
             return Problem(
                 "ledger_mismatch", eid, f"evidence {eid}: its row no longer derives its ID"
             )
-        seg = segments.get(seg_id)
+        seg = rows.segments.get(ev.segment_id)
         if seg is None:
-            return Problem("ledger_mismatch", seg_id, f"segment {seg_id} is missing")
-        _, nid, ordinal, _kind, heading, s_start, s_end, line_start, _line_end, s_sha = seg
-        if self.ids.segment_id(nid, ordinal, s_start, s_end, s_sha) != seg_id:
+            return Problem("ledger_mismatch", ev.segment_id, f"segment {ev.segment_id} is missing")
+        if (
+            self.ids.segment_id(seg.normalization_id, seg.ordinal, seg.start, seg.end, seg.sha256)
+            != seg.id
+        ):
             return Problem(
-                "ledger_mismatch", seg_id, f"segment {seg_id}: its row no longer derives its ID"
+                "ledger_mismatch", seg.id, f"segment {seg.id}: its row no longer derives its ID"
             )
-        if not (s_start <= start < end <= s_end):
+        if not (seg.start <= ev.start < ev.end <= seg.end):
             return Problem("ledger_mismatch", eid, f"evidence {eid} lies outside its segment")
-        norm = norms.get(nid)
-        if norm is None:
-            return Problem("ledger_mismatch", nid, f"normalization {nid} is missing")
-        _, rev_id, adapter, version, config_hash, nstatus, text_blob = norm
-        expected_nid = self.ids.normalization_id(rev_id, adapter, version, config_hash)
-        if expected_nid != nid or nstatus != "ok" or not text_blob:
-            return Problem(
-                "ledger_mismatch", nid, f"normalization {nid}: its row no longer derives its ID"
-            )
-        rev = revisions.get(rev_id)
-        if rev is None:
-            return Problem("ledger_mismatch", rev_id, f"revision {rev_id} is missing")
-        _, source_id, raw = rev
-        if self.ids.revision_id(source_id, raw) != rev_id:
-            return Problem(
-                "ledger_mismatch", rev_id, f"revision {rev_id}: its row no longer derives its ID"
-            )
-        src = sources.get(source_id)
-        if src is None or source_id_for(src[1]) != source_id:
-            return Problem(
-                "ledger_mismatch",
-                source_id,
-                f"source {source_id}: its row no longer derives its ID",
-            )
-        text = self.normalized_text(text_blob)
+        source = self._source_of(seg, rows)
+        if isinstance(source, Problem):
+            return source
+        norm, rev, src = source
+        text = self.normalized_text(norm.text_blob or "")
         if isinstance(text, Problem):
             return text
-        if sha256_hex(text[s_start:s_end]) != s_sha:
+        if sha256_hex(text[seg.start : seg.end]) != seg.sha256:
             return Problem(
                 "excerpt_mismatch",
-                seg_id,
-                f"segment {seg_id} text does not hash to its recorded SHA-256",
+                seg.id,
+                f"segment {seg.id} text does not hash to its recorded SHA-256",
             )
-        excerpt = text[start:end]
-        if sha256_hex(excerpt) != sha:
+        excerpt = text[ev.start : ev.end]
+        if sha256_hex(excerpt) != ev.sha256:
             return Problem(
                 "excerpt_mismatch",
                 eid,
                 f"evidence {eid}: the cited excerpt does not hash to its recorded SHA-256",
             )
-        raw_problem = self.raw(raw)
+        raw_problem = self.raw(rev.blob)
         if raw_problem is not None:
             return raw_problem
-        first = line_start + text[s_start:start].count("\n")
+        first = seg.line_start + text[seg.start : ev.start].count("\n")
         return EvidenceView(
             id=eid,
-            role=role,
-            source_path=src[1],
-            source_id=source_id,
-            revision_id=rev_id,
-            raw_blake3=raw,
-            normalization_id=nid,
-            adapter=f"{adapter}@{version}",
-            segment_id=seg_id,
-            start=start,
-            end=end,
+            role=ev.role,
+            source_path=src.path,
+            source_id=src.id,
+            revision_id=rev.id,
+            raw_blake3=rev.blob,
+            normalization_id=norm.id,
+            adapter=f"{norm.adapter}@{norm.adapter_version}",
+            segment_id=seg.id,
+            start=ev.start,
+            end=ev.end,
             line_start=first,
             line_end=first + excerpt.count("\n"),
             excerpt=excerpt,
-            sha256=sha,
-            heading_path=list(json.loads(heading)),
+            sha256=ev.sha256,
+            heading_path=list(json.loads(seg.heading_path)),
         )
+
+    def _source_of(
+        self, seg: chains.SegmentRow, rows: _Rows
+    ) -> tuple[chains.NormalizationRow, chains.RevisionRow, chains.SourceRow] | Problem:
+        """The normalization, revision and source a segment belongs to, each deriving its ID."""
+        nid = seg.normalization_id
+        norm = rows.norms.get(nid)
+        if norm is None:
+            return Problem("ledger_mismatch", nid, f"normalization {nid} is missing")
+        expected = self.ids.normalization_id(
+            norm.revision_id, norm.adapter, norm.adapter_version, norm.config_hash
+        )
+        if expected != nid or norm.status != "ok" or not norm.text_blob:
+            return Problem(
+                "ledger_mismatch", nid, f"normalization {nid}: its row no longer derives its ID"
+            )
+        rev = rows.revisions.get(norm.revision_id)
+        if rev is None:
+            return Problem(
+                "ledger_mismatch", norm.revision_id, f"revision {norm.revision_id} is missing"
+            )
+        if self.ids.revision_id(rev.source_id, rev.blob) != rev.id:
+            return Problem(
+                "ledger_mismatch", rev.id, f"revision {rev.id}: its row no longer derives its ID"
+            )
+        src = rows.sources.get(rev.source_id)
+        if src is None or source_id_for(src.path) != rev.source_id:
+            return Problem(
+                "ledger_mismatch",
+                rev.source_id,
+                f"source {rev.source_id}: its row no longer derives its ID",
+            )
+        return norm, rev, src

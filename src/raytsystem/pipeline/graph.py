@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ..ids import make_id
+from ..storage import generations
 from ..storage import states as state
 from ..storage.tables import Claim, Evidence, Normalization, Segment
 from ..storage.tables import ClaimState as ClaimStateRow
@@ -41,7 +42,7 @@ def _label(text: str) -> str:
 
 
 def graph(
-    conn: Connection, generation: state.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES
+    conn: Connection, generation: generations.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES
 ) -> dict[str, Any]:
     sources = state.active_sources(conn, generation.number)
     by_source_id = {a.source_id: a for a in sources.values()}

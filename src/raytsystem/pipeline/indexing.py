@@ -29,8 +29,9 @@ from ..progress import Progress
 from ..storage import index_file
 from ..storage import states as state
 from ..storage.blobs import BlobStore, DiskBlobStore
+from ..storage.generations import GenerationRef
 from ..storage.index_file import Row
-from ..storage.states import GenerationRef, chunks
+from ..storage.states import chunks
 from ..storage.tables import Claim, Evidence, Normalization, Segment
 from .ledger_pool import helper_engine, ledger_helpers
 

@@ -53,7 +53,7 @@ from ..model.generation import (
 from ..model.objects import EvidenceRow, chain_ids, source_id_for
 from ..model.text import Finding
 from ..progress import Progress
-from ..storage import index_file
+from ..storage import generations, index_file
 from ..storage import states as state
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, insert_rows, record_id_scheme
@@ -101,8 +101,8 @@ GC_THRESHOLD = 100_000  # allocations between collections (the default is 700)
 
 @dataclass
 class IngestReport:
-    generation: state.GenerationRef | None
-    parent: state.GenerationRef | None
+    generation: generations.GenerationRef | None
+    parent: generations.GenerationRef | None
     created: bool
     scanned: int = 0
     unchanged: int = 0
@@ -365,7 +365,7 @@ class _Run:
     ledger: Ledger
     blobs: DiskBlobStore
     stage: Staging
-    parent: state.GenerationRef | None
+    parent: generations.GenerationRef | None
     active: dict[str, state.ActiveSource]
     report: IngestReport
     started_at: str
@@ -560,7 +560,7 @@ def ingest(
     ):
         _settle_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         with ledger.reading() as conn:
-            parent = state.head(conn)
+            parent = generations.head(conn)
             active = state.active_sources(conn, parent.number if parent else None)
         report = IngestReport(generation=parent, parent=parent, created=False)
         left = stage.start(parent.number + 1 if parent else 1)
@@ -698,7 +698,7 @@ def _settle_id_scheme(ledger: Ledger, named: int) -> None:
         )
 
 
-def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationRef | None:
+def _finish(run: _Run, usable_parent: bool, started: float) -> generations.GenerationRef | None:
     """Manual layer, then the new generation if anything changed (None if nothing did)."""
     report, parent, active = run.report, run.parent, run.active
     removed = {active[p].source_id for p in run.removed_paths} - set(run.states)
@@ -784,7 +784,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
     removed_list = sorted(paths.get(s, s) for s in removed)
     created_at = now_iso()
     with run.stage.transaction(final=True) as conn:
-        current = state.head(conn)
+        current = generations.head(conn)
         if (current.hash if current else None) != (parent.hash if parent else None):
             raise RaytError(
                 "the current generation moved while this ingest ran", code="generation_moved"
@@ -832,7 +832,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
             )
             if moved.rowcount != 1:
                 raise RaytError("the head moved during ingest", code="generation_moved")
-        generation = state.GenerationRef(
+        generation = generations.GenerationRef(
             number,
             ghash,
             parent.hash if parent else None,
@@ -850,7 +850,7 @@ def _finish(run: _Run, usable_parent: bool, started: float) -> state.GenerationR
     return generation
 
 
-def _index_unchanged_sources(run: _Run, parent: state.GenerationRef, skip: set[str]) -> None:
+def _index_unchanged_sources(run: _Run, parent: generations.GenerationRef, skip: set[str]) -> None:
     """Without a usable parent index, the new index needs the unchanged sources' rows too."""
     keep = sorted(
         (

@@ -15,14 +15,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import IntegrityError, NotFound, UsageError
+from ..errors import IntegrityError, UsageError
 from ..model.terms import terms
 from ..storage import index_file
 from ..storage.blobs import BlobStore
+from ..storage.generations import head, target_generation
 from ..storage.reader import Reader
 from .chain import Checker, ClaimView
 from .ranking import Candidate, choose
@@ -32,15 +32,6 @@ MAX_QUERY_CHARS: Final = 2000
 MAX_TERMS: Final = 32
 DEFAULT_LIMIT: Final = 5
 MAX_LIMIT: Final = 50
-
-
-@dataclass(frozen=True)
-class Gen:
-    number: int
-    hash: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "hash": self.hash}
 
 
 def parse_query(text: str) -> list[str]:
@@ -62,60 +53,6 @@ def parse_query(text: str) -> list[str]:
             code="query_too_many_terms",
         )
     return distinct
-
-
-def head(reader: Reader) -> Gen | None:
-    rows = reader.rows(
-        "SELECT g.number, g.hash FROM head h JOIN generations g ON g.hash = h.generation_hash "
-        "WHERE h.name = 'current'"
-    )
-    return Gen(rows[0][0], rows[0][1]) if rows else None
-
-
-def resolve_generation(reader: Reader, ref: str) -> Gen:
-    ref = ref.strip().lower()
-    if ref.isdigit():
-        rows = reader.rows(
-            "SELECT number, hash FROM generations WHERE number = :n", {"n": int(ref)}
-        )
-    elif len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref):
-        rows = reader.rows(
-            "SELECT number, hash FROM generations WHERE hash >= :lo AND hash <= :hi ORDER BY number",
-            {"lo": ref, "hi": ref + "g"},
-        )
-        if len(rows) > 1:
-            raise UsageError(f"generation prefix {ref} is ambiguous", code="ambiguous_generation")
-    else:
-        raise UsageError(
-            f"not a generation: {ref!r} (give a number or 8+ hex digits of its hash)",
-            code="invalid_generation",
-        )
-    if not rows:
-        raise NotFound(f"no generation {ref}", code="generation_not_found")
-    return Gen(rows[0][0], rows[0][1])
-
-
-def target_generation(
-    reader: Reader, generation: str | None, expect: str | None
-) -> tuple[Gen, Gen]:
-    """(the generation to answer from, the current one), enforcing --expect-generation."""
-    current = head(reader)
-    if current is None:
-        raise NotFound(
-            "the knowledge base has no generation yet: run `raytsystem ingest`",
-            code="no_generation",
-        )
-    if expect is not None:
-        wanted = expect.strip().lower()
-        if len(wanted) < 8 or not current.hash.startswith(wanted):
-            raise IntegrityError(
-                f"expected generation {wanted}, but the current generation is "
-                f"{current.number} {current.hash}",
-                code="generation_stale",
-                expected=wanted,
-                current=current.hash,
-            )
-    return (resolve_generation(reader, generation) if generation else current), current
 
 
 def utf16_offset(text: str, index: int) -> int:

@@ -34,6 +34,7 @@ from sqlalchemy import Connection, insert, select
 
 from ..canonical import canonical_json
 from ..ids import make_id
+from ..storage import generations
 from ..storage import states as state
 from ..storage.blobs import BlobStore
 from ..storage.tables import Claim, Evidence, Normalization, Review, Source, SourceState
@@ -132,7 +133,7 @@ def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
 
 
 def audit(
-    conn: Connection, blobs: BlobStore, generation: state.GenerationRef
+    conn: Connection, blobs: BlobStore, generation: generations.GenerationRef
 ) -> list[ReviewFinding]:
     number = generation.number
     findings: list[ReviewFinding] = []
@@ -322,7 +323,7 @@ def _citation_spans(conn: Connection, ids: list[str]) -> list[tuple[str, tuple[s
 
 
 def review(
-    conn: Connection, blobs: BlobStore, generation: state.GenerationRef, reviews_dir: Path
+    conn: Connection, blobs: BlobStore, generation: generations.GenerationRef, reviews_dir: Path
 ) -> dict[str, Any]:
     """Audit `generation`, record the Review and write its report files. Changes no knowledge."""
     findings = [f.to_json() for f in audit(conn, blobs, generation)]

@@ -14,10 +14,11 @@ from typing import Any, Final
 
 from ..canonical import sha256_hex
 from ..errors import IntegrityError, UsageError
-from ..storage import index_file
+from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
-from ..storage.reader import Reader, expand
-from .query import MAX_LIMIT, parse_query, target_generation
+from ..storage.generations import target_generation
+from ..storage.reader import Reader
+from .query import MAX_LIMIT, parse_query
 from .ranking import WEIGHTS, match_expression
 
 
@@ -26,25 +27,19 @@ def _segment_texts(
 ) -> dict[str, tuple[str, str, str, int, int]]:
     """segment ID -> (text, kind, SHA-256, first line, last line) from the ledger, each text
     checked against its SHA-256."""
-    placeholders, params = expand("s", ids)
-    found = reader.rows(
-        'SELECT s.id, s.kind, s.line_start, s.line_end, s."start", s."end", s.sha256, '
-        "n.text_blob FROM segments s JOIN normalizations n ON n.id = s.normalization_id "
-        f"WHERE s.id IN ({placeholders})",
-        params,
-    )
+    found = chains.segment_texts(reader, ids).values()
     normalized: dict[str, str] = {}
     out = {}
-    for seg_id, kind, line_start, line_end, start, end, sha, blob in found:
-        if blob not in normalized:
-            normalized[blob] = blobs.get(blob).decode("utf-8")
-        body = normalized[blob][start:end]
-        if sha256_hex(body) != sha:
+    for seg in found:
+        if seg.text_blob not in normalized:
+            normalized[seg.text_blob] = blobs.get(seg.text_blob).decode("utf-8")
+        body = normalized[seg.text_blob][seg.start : seg.end]
+        if sha256_hex(body) != seg.sha256:
             raise IntegrityError(
-                f"segment {seg_id} text does not hash to its recorded SHA-256",
+                f"segment {seg.id} text does not hash to its recorded SHA-256",
                 code="excerpt_mismatch",
             )
-        out[seg_id] = (body, kind, sha, line_start, line_end)
+        out[seg.id] = (body, seg.kind, seg.sha256, seg.line_start, seg.line_end)
     return out
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, func, select
 
 from ..errors import NotFound, UsageError
 from ..ids import parse_id
+from ..storage import generations
 from ..storage import states as state
 from ..storage.blobs import BlobStore
 from ..storage.tables import (
@@ -34,7 +35,7 @@ def _one(conn: Connection, table: Any, object_id: str) -> dict[str, Any]:
 
 
 def status(conn: Connection) -> dict[str, Any]:
-    current = state.head(conn)
+    current = generations.head(conn)
     last = (
         conn.execute(select(IngestRun).order_by(IngestRun.c.id.desc()).limit(1)).mappings().first()
     )
@@ -105,7 +106,7 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
             r["first_seen_at"],
         )
     )
-    current = state.head(conn)
+    current = generations.head(conn)
     active_now = None
     if current:
         row = conn.execute(
@@ -148,7 +149,7 @@ def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> st
 
 def _head_number(conn: Connection) -> int:
     """States past the head are an ingest's work in progress (storage/staging.py)."""
-    current = state.head(conn)
+    current = generations.head(conn)
     return current.number if current else 0
 
 
@@ -248,7 +249,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
 
 
 def _generation(conn: Connection, ref: str) -> dict[str, Any]:
-    gen = state.generation(conn, ref)
+    gen = generations.generation(conn, ref)
     return {
         "number": gen.number,
         "hash": gen.hash,
@@ -262,7 +263,7 @@ def _generation(conn: Connection, ref: str) -> dict[str, Any]:
 
 
 def list_generations(conn: Connection) -> list[dict[str, Any]]:
-    current = state.head(conn)
+    current = generations.head(conn)
     return [
         {
             "number": g.number,
@@ -274,13 +275,13 @@ def list_generations(conn: Connection) -> list[dict[str, Any]]:
             "current": current is not None and g.hash == current.hash,
             "summary": g.summary,
         }
-        for g in state.generations(conn)
+        for g in generations.generations(conn)
     ]
 
 
 def diff(conn: Connection, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Claims active in B and not in A (added), and in A and not in B (removed)."""
-    a, b = state.generation(conn, ref_a), state.generation(conn, ref_b)
+    a, b = generations.generation(conn, ref_a), generations.generation(conn, ref_b)
 
     def active_claims(number: int) -> dict[str, tuple[str, str]]:
         rows = conn.execute(

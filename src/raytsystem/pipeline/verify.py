@@ -45,7 +45,7 @@ from ..ids import IdScheme, scheme
 from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
-from ..storage import index_file
+from ..storage import generations, index_file
 from ..storage import states as state
 from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
 from ..storage.tables import (
@@ -452,7 +452,7 @@ def _by_interval(conn: Connection, stmt: Any) -> tuple[dict[int, list[Any]], dic
     return opened, closed
 
 
-def check_generations(conn: Connection, report: VerifyReport) -> state.GenerationRef | None:
+def check_generations(conn: Connection, report: VerifyReport) -> generations.GenerationRef | None:
     """Replay every generation in order and re-derive its digests and hash."""
     gens = list(
         _rows(
@@ -566,18 +566,18 @@ def check_generations(conn: Connection, report: VerifyReport) -> state.Generatio
             f"{ahead} claim states were written for generation {last + 1}, which was never "
             "made (an ingest was interrupted, or is running now): the next ingest removes them",
         )
-    return state.head(conn)
+    return generations.head(conn)
 
 
 def check_indexes(
     conn: Connection,
     store: DiskBlobStore,
     index_dir: Path,
-    current: state.GenerationRef | None,
+    current: generations.GenerationRef | None,
     report: VerifyReport,
     progress: Progress | None = None,
 ) -> None:
-    known = {g.hash: g for g in state.generations(conn)}
+    known = {g.hash: g for g in generations.generations(conn)}
     # Generations' index files only: a `.building-*` file is an ingest's work in progress.
     files = sorted(index_file.index_files(index_dir)) if index_dir.is_dir() else []
     seen = set()

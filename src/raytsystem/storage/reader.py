@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DatabaseError, Locked, SchemaTooNew
 from ..ids import NEWEST_SCHEME, IdScheme, scheme
@@ -24,8 +24,13 @@ from .db_meta import (
     recorded_id_scheme,
 )
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 
 class Reader(Protocol):
+    """A read-only snapshot of the ledger: `rows` runs plain SQL in it."""
+
     dialect: str
     ids: IdScheme  # the ledger's ID scheme
 
@@ -137,3 +142,28 @@ class AlchemyReader:
 def open_reader(url: str) -> Reader:
     path = sqlite_path(url)
     return SqliteReader(path) if path is not None else AlchemyReader(url)
+
+
+class Rows(Protocol):
+    """What reads plain SQL: a `Reader`, or a SQLAlchemy connection through `as_rows`."""
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
+
+
+class ConnectionRows:
+    """A SQLAlchemy connection read as `Rows`, in its current transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        from sqlalchemy import text
+
+        return [tuple(r) for r in self.conn.execute(text(sql), dict(params or {}))]
+
+
+def as_rows(source: Rows | Connection) -> Rows:
+    """`source` as `Rows`: a reader as it is, a SQLAlchemy connection wrapped."""
+    if hasattr(source, "rows"):
+        return source
+    return ConnectionRows(source)

@@ -7,102 +7,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select
 
-from ..errors import NotFound, UsageError
 from ..model.generation import ClaimState
 from .tables import ClaimState as ClaimStateRow
-from .tables import Generation, Head, Normalization, Revision, Source, SourceState
+from .tables import Normalization, Revision, Source, SourceState
 
 T = TypeVar("T")
-GENERATIONS = Generation
 CHUNK = 500
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
-
-
-@dataclass(frozen=True)
-class GenerationRef:
-    number: int
-    hash: str
-    parent_hash: str | None
-    manifest_digest: str
-    created_at: str
-    source_count: int
-    claim_count: int
-    summary: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "hash": self.hash}
-
-
-def _gen(row: Any) -> GenerationRef:
-    return GenerationRef(
-        number=row.number,
-        hash=row.hash,
-        parent_hash=row.parent_hash,
-        manifest_digest=row.manifest_digest,
-        created_at=row.created_at,
-        source_count=row.source_count,
-        claim_count=row.claim_count,
-        summary=json.loads(row.summary),
-    )
-
-
-def head(conn: Connection) -> GenerationRef | None:
-    row = conn.execute(
-        select(GENERATIONS)
-        .join(Head, Head.c.generation_hash == Generation.c.hash)
-        .where(Head.c.name == "current")
-    ).first()
-    return None if row is None else _gen(row)
-
-
-def require_head(conn: Connection) -> GenerationRef:
-    current = head(conn)
-    if current is None:
-        raise NotFound(
-            "the knowledge base has no generation yet: run `raytsystem ingest`",
-            code="no_generation",
-        )
-    return current
-
-
-def generation(conn: Connection, ref: str) -> GenerationRef:
-    """A generation by number, full hash, or a unique hash prefix of 8+ hex digits."""
-    ref = ref.strip().lower()
-    if ref.isdigit():
-        row = conn.execute(select(GENERATIONS).where(Generation.c.number == int(ref))).first()
-    elif len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref):
-        rows = conn.execute(
-            select(GENERATIONS).where(Generation.c.hash.startswith(ref, autoescape=True)).limit(2)
-        ).all()
-        if len(rows) > 1:
-            raise UsageError(f"generation prefix {ref} is ambiguous", code="ambiguous_generation")
-        row = rows[0] if rows else None
-    else:
-        raise UsageError(
-            f"not a generation: {ref!r} (give a number or 8+ hex digits of its hash)",
-            code="invalid_generation",
-        )
-    if row is None:
-        raise NotFound(f"no generation {ref}", code="generation_not_found")
-    return _gen(row)
-
-
-def generation_or_head(conn: Connection, ref: str | None) -> GenerationRef:
-    """The generation `ref` names, or the current one when `ref` is None."""
-    return generation(conn, ref) if ref else require_head(conn)
-
-
-def generations(conn: Connection) -> list[GenerationRef]:
-    return [_gen(r) for r in conn.execute(select(GENERATIONS).order_by(Generation.c.number))]
 
 
 def active(table: Table, number: int) -> ColumnElement[bool]:

@@ -9,7 +9,7 @@ from typing import Any
 from ..pipeline.graph import DEFAULT_MAX_NODES, graph
 from ..pipeline.search import search
 from ..pipeline.show import show
-from ..storage import states as state
+from ..storage import generations
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger
 from ..storage.reader import open_reader
@@ -26,7 +26,7 @@ class UniverseApi:
         self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES
     ) -> dict[str, Any]:
         with self.ledger.reading() as conn:
-            gen = state.generation_or_head(conn, generation)
+            gen = generations.generation_or_head(conn, generation)
             return graph(conn, gen, max_nodes=max_nodes)
 
     def node(self, object_id: str) -> dict[str, Any]:
