@@ -86,14 +86,19 @@ def ingest(ws: Path) -> dict[str, Any]:
     return body
 
 
+def build_one(target: Path, init_template: Path) -> Path:
+    """A workspace with one generation of `FILES_1` (and the spare index it leaves)."""
+    shutil.copytree(init_template, target, symlinks=True)
+    for rel, text in FILES_1.items():
+        write(target, rel, text)
+    assert ingest(target)["index"]["spare_made"] is True
+    return target
+
+
 def build_templates(root: Path, init_template: Path) -> dict[str, Path]:
     """ "one": one generation, with the spare index the first ingest leaves; "two": two
     generations (indexes of both, no spare)."""
-    one = root / "one"
-    shutil.copytree(init_template, one, symlinks=True)
-    for rel, text in FILES_1.items():
-        write(one, rel, text)
-    assert ingest(one)["index"]["spare_made"] is True
+    one = build_one(root / "one", init_template)
     two = root / "two"
     shutil.copytree(one, two, symlinks=True)
     for rel, text in FILES_2.items():
