@@ -322,7 +322,8 @@ def blob_in_wrong_shard(ws: Path) -> None:
 def forge_other_sentence(ws: Path) -> None:
     """The refunds claim's evidence moved to the next sentence, every ID and hash re-derived
     (test_query's consistent forgery)."""
-    from raytsystem.model.objects import evidence_id
+    from raytsystem.ids import NEWEST
+    from raytsystem.model.objects import chain_ids
 
     claim = claim_of(ws, "Refunds")
     other = claim_of(ws, "Chargebacks")
@@ -334,7 +335,7 @@ def forge_other_sentence(ws: Path) -> None:
         'SELECT segment_id, "start", "end", sha256 FROM evidence WHERE claim_id = ?',
         (other,),
     )
-    eid = evidence_id(claim, segment, start, end, sha, "statement")
+    eid = chain_ids(NEWEST).evidence_id(claim, segment, start, end, sha, "statement")
     forged = claim_hash(claim, statement, authority, "confirmed", [eid])
     sql(
         ledger(ws),

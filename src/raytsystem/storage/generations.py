@@ -75,7 +75,10 @@ def generation(ledger: Rows | Connection, ref: str) -> GenerationRef:
     wanted = ref.strip().lower()
     if wanted.isascii() and wanted.isdigit():
         if len(wanted) > _MAX_NUMBER_DIGITS:
-            raise NotFound(f"no generation {wanted}", code="generation_not_found")
+            raise UsageError(
+                f"not a generation: {ref!r} has more digits than a generation number can",
+                code="invalid_generation",
+            )
         found = rows.rows(_GENERATION + "WHERE g.number = :n", {"n": int(wanted)})
     elif len(wanted) >= 8 and all(c in "0123456789abcdef" for c in wanted):
         found = rows.rows(
