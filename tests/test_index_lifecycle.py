@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli, write
 
 from raytsystem.errors import IntegrityError, NotFound
-from raytsystem.storage import index_file
+from raytsystem.storage import index_file, index_folder, index_writer
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
 
@@ -26,7 +26,7 @@ def ingest(ws: Path) -> dict[str, Any]:
 
 
 def files(ws: Path) -> list[str]:
-    return [p.name for p in index_file.index_files(ws / ".raytsystem" / "indexes")]
+    return [p.name for p in index_folder.index_files(ws / ".raytsystem" / "indexes")]
 
 
 def edit(ws: Path, n: int) -> None:
@@ -45,7 +45,7 @@ def ws(tmp_path: Path, _workspace_template: Path) -> Path:
         edit(root, n)
     write(root, "docs/stable.md", "# Stable\n\nThis file never changes between generations.\n")
     assert ingest(root)["index"] == {"built_from": "ledger", "pruned": 0, "spare_made": True}
-    assert (root / ".raytsystem" / "indexes" / index_file.SPARE_NAME).is_file()
+    assert (root / ".raytsystem" / "indexes" / index_folder.SPARE_NAME).is_file()
     return root
 
 
@@ -60,7 +60,7 @@ def test_generations_recycle_a_spare_and_keep_two_indexes(ws: Path) -> None:
         edit(ws, n)
         report = ingest(ws)
         assert report["index"] == {"built_from": "spare", "pruned": 0, "spare_made": False}
-        assert not (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).exists()
+        assert not (ws / ".raytsystem" / "indexes" / index_folder.SPARE_NAME).exists()
         assert files(ws) == [
             f"{report['generation']['number']:06d}-{report['generation']['hash'][:16]}.sqlite3",
             f"{report['parent']['number']:06d}-{report['parent']['hash'][:16]}.sqlite3",
@@ -84,7 +84,7 @@ def test_keep_one_copies_the_parent_and_keeps_one_file(ws: Path) -> None:
         assert report["index"]["built_from"] == "parent"
         assert report["index"]["spare_made"] is False
         assert len(files(ws)) == 1
-    assert not (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).exists()
+    assert not (ws / ".raytsystem" / "indexes" / index_folder.SPARE_NAME).exists()
     rebuild_is_same(ws)
 
 
@@ -221,8 +221,8 @@ def _row(kind: str, n: int, source: str) -> tuple[str, ...]:
             "", "", "", "", f"word{n} common", "", source)  # fmt: skip
 
 
-def _writer(tmp_path: Path, rows: dict[str, list[tuple[str, ...]]]) -> index_file.IndexWriter:
-    writer = index_file.IndexWriter(tmp_path / "indexes")
+def _writer(tmp_path: Path, rows: dict[str, list[tuple[str, ...]]]) -> index_writer.IndexWriter:
+    writer = index_writer.IndexWriter(tmp_path / "indexes")
     writer.replace(rows)
     return writer
 
@@ -271,15 +271,15 @@ def test_a_block_over_another_sources_row_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_sources_block_holds_only_its_rows(tmp_path: Path) -> None:
-    writer = index_file.IndexWriter(tmp_path / "indexes")
+    writer = index_writer.IndexWriter(tmp_path / "indexes")
     with pytest.raises(ValueError, match="a row of source b is among the rows of a"):
         writer.replace({"a": [_row("segment", 0, "a"), _row("segment", 0, "b")]})
     writer.abandon()
 
 
 def test_a_damaged_block_in_the_parent_fails_closed_until_rebuilt(ws: Path) -> None:
-    (ws / ".raytsystem" / "indexes" / index_file.SPARE_NAME).unlink()  # the parent is copied
-    (parent,) = index_file.index_files(ws / ".raytsystem" / "indexes")
+    (ws / ".raytsystem" / "indexes" / index_folder.SPARE_NAME).unlink()  # the parent is copied
+    (parent,) = index_folder.index_files(ws / ".raytsystem" / "indexes")
     with sqlite3.connect(parent) as conn:
         # The first source's block swallows the first row after it: another source's.
         source, path = conn.execute(
@@ -300,10 +300,10 @@ def test_a_damaged_block_in_the_parent_fails_closed_until_rebuilt(ws: Path) -> N
 def test_a_direct_copy_is_the_file_byte_for_byte(tmp_path: Path, size: int) -> None:
     source, target = tmp_path / "index", tmp_path / "copy"
     source.write_bytes(random.Random(size).randbytes(size))
-    if not index_file._copy_direct(source, target):
+    if not index_folder._copy_direct(source, target):
         pytest.skip("this filesystem does not take direct writes")
     assert target.read_bytes() == source.read_bytes()
-    assert not index_file._copy_direct(source, target)  # never over an existing file
+    assert not index_folder._copy_direct(source, target)  # never over an existing file
     assert target.read_bytes() == source.read_bytes()
 
 
@@ -313,13 +313,13 @@ def test_without_direct_writes_the_spare_is_copied_through_the_cache(
     current = tmp_path / f"000001-{'ab' * 8}.sqlite3"
     current.write_bytes(random.Random(1).randbytes(100_000))
     monkeypatch.delattr(index_file.os, "O_DIRECT", raising=False)
-    assert index_file.wants_spare(tmp_path, keep=2)
-    assert index_file.make_spare(tmp_path, current)
-    assert (tmp_path / index_file.SPARE_NAME).read_bytes() == current.read_bytes()
-    assert not index_file.wants_spare(tmp_path, keep=2)  # one spare at most
-    (tmp_path / index_file.SPARE_NAME).unlink()
-    assert index_file.wants_spare(tmp_path, keep=2)  # one index file, room for another
+    assert index_folder.wants_spare(tmp_path, keep=2)
+    assert index_folder.make_spare(tmp_path, current)
+    assert (tmp_path / index_folder.SPARE_NAME).read_bytes() == current.read_bytes()
+    assert not index_folder.wants_spare(tmp_path, keep=2)  # one spare at most
+    (tmp_path / index_folder.SPARE_NAME).unlink()
+    assert index_folder.wants_spare(tmp_path, keep=2)  # one index file, room for another
     (tmp_path / f"000002-{'cd' * 8}.sqlite3").write_bytes(b"")
-    assert not index_file.wants_spare(tmp_path, keep=2)  # two: pruning keeps no more
-    assert index_file.wants_spare(tmp_path, keep=3)
-    assert not index_file.wants_spare(tmp_path, keep=1)  # no spare at all
+    assert not index_folder.wants_spare(tmp_path, keep=2)  # two: pruning keeps no more
+    assert index_folder.wants_spare(tmp_path, keep=3)
+    assert not index_folder.wants_spare(tmp_path, keep=1)  # no spare at all

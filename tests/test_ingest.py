@@ -19,7 +19,7 @@ from conftest import Backend, process_one, run_cli, write
 
 from raytsystem.errors import RaytError
 from raytsystem.model.objects import source_id_for
-from raytsystem.pipeline import ingest as ingest_module
+from raytsystem.pipeline import ingest_run, parallel
 from raytsystem.storage.statcache import RACY_NS, StatCache
 
 
@@ -330,7 +330,7 @@ def test_human_output_names_the_generation_and_findings(workspace: Path, backend
 
 
 def _niceness_after_start(parent: int) -> int:
-    ingest_module._start_worker(parent)
+    parallel._start_worker(parent)
     return os.nice(0)
 
 
@@ -339,8 +339,8 @@ def test_workers_run_nicer_than_the_writer() -> None:
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         got = pool.apply(_niceness_after_start, (os.getpid(),))
-    assert got == min(19, os.nice(0) + ingest_module.WORKER_NICENESS)
-    assert ingest_module.WORKER_NICENESS > 0
+    assert got == min(19, os.nice(0) + parallel.WORKER_NICENESS)
+    assert parallel.WORKER_NICENESS > 0
 
 
 def _with(
@@ -356,7 +356,7 @@ def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> Non
     disk = write(tmp_path, "docs/a.md", "# Title\n\nAlpha is first. Beta is second.\n\n- Gamma.\n")
     result = process_one("docs/a.md", disk, tmp_path / "_raw", 10**6)
     assert len(result.claims) == 3 and len(result.segments) == 3
-    ingest_module.check_references(
+    ingest_run.check_references(
         result, source_id_for("docs/a.md")
     )  # as made: every reference is among its rows
     other = "x_" + "0" * 32
@@ -373,7 +373,7 @@ def test_rows_that_refer_outside_their_result_are_refused(tmp_path: Path) -> Non
     }
     for name, change in broken.items():
         with pytest.raises(RaytError) as raised:
-            ingest_module.check_references(
+            ingest_run.check_references(
                 dataclasses.replace(result, **change), source_id_for("docs/a.md")
             )
         assert raised.value.code == "internal_error", name
@@ -394,16 +394,16 @@ def test_waiting_out_a_thread_drops_its_error_and_waits_until_it_is_done() -> No
         settling = pool.submit(settle)
         started.wait(10)
         threading.Timer(0.2, release.set).start()
-        ingest_module._wait_out(settling)
+        parallel.wait_out(settling)
         assert settling.done()
 
 
 def test_workers_results_arrive_whole_when_their_boxes_are_reused(tmp_path: Path) -> None:
-    """900 files on two jobs make 17 chunks (of 56 files, the last of 4) for 14 boxes (`_results`' window), and the
+    """900 files on two jobs make 17 chunks (of 56 files, the last of 4) for 14 boxes (`results`' window), and the
     writer, slowed down as each chunk is taken, lets the worker get as far ahead as it may:
     boxes carry a second chunk, each only after the writer took the first. The generation is
     the serial path's."""
-    size, _, window = ingest_module._plan(900, 2)
+    size, _, window = parallel._plan(900, 2)
     assert (size, window) == (56, 14) and -(-900 // size) == 17 > window
     hashes = []
     for jobs, env in (("1", {}), ("2", {"RAYTSYSTEM_PAUSE_AT": "ingest.take_chunk:0.05"})):
@@ -421,7 +421,7 @@ def test_workers_results_arrive_whole_when_their_boxes_are_reused(tmp_path: Path
 
 
 def test_a_box_read_short_is_an_internal_error_and_a_read_box_is_emptied() -> None:
-    boxes = ingest_module._Boxes(2)
+    boxes = parallel.ResultBoxes(2)
     try:
         assert boxes.box(0) == boxes.box(2) != boxes.box(1)
         os.pwrite(boxes.box(3), b"results", 0)
@@ -438,7 +438,7 @@ def test_boxes_are_unlinked_temporary_files_where_there_is_no_memfd(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delattr(os, "memfd_create", raising=False)
-    with ingest_module._Boxes(2) as boxes:
+    with parallel.ResultBoxes(2) as boxes:
         assert os.fstat(boxes.box(0)).st_nlink == 0  # no name: nothing left behind
         os.pwrite(boxes.box(1), b"results", 0)
         assert boxes.take(boxes.box(1), 7) == b"results"

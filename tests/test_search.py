@@ -20,7 +20,7 @@ from raytsystem.pipeline.indexing import (
     source_rows,
 )
 from raytsystem.pipeline.ranking import WEIGHTS
-from raytsystem.storage import index_file
+from raytsystem.storage import index_folder
 
 DOC = """# Payments
 
@@ -50,7 +50,7 @@ def _search(ws: Path, text: str) -> list[dict[str, Any]]:
 
 
 def _latest_index(ws: Path) -> sqlite3.Connection:
-    return sqlite3.connect(index_file.index_files(ws / ".raytsystem" / "indexes")[0])
+    return sqlite3.connect(index_folder.index_files(ws / ".raytsystem" / "indexes")[0])
 
 
 def _own_rows(ws: Path, segment_id: str) -> int:

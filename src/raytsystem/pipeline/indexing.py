@@ -19,20 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from .. import faults
 from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
 from ..model.terms import term_text
 from ..progress import Progress
-from ..storage import index_file
+from ..storage import index_file, index_writer
+from ..storage import sources as ledger_sources
 from ..storage import states as state
 from ..storage.blobs import BlobStore, DiskBlobStore
 from ..storage.generations import GenerationRef
 from ..storage.index_file import Row
-from ..storage.states import chunks
-from ..storage.tables import Claim, Evidence, Normalization, Segment
 from .ledger_pool import helper_engine, ledger_helpers
 
 
@@ -235,53 +234,12 @@ def index_rows(
 ) -> dict[str, list[Row]]:
     """The rows of `sources`, with every fact read from the ledger and the blobs."""
     analyzer = analyzer or Analyzer()
-    norm_ids = sorted({s.normalization_id for s in sources if s.normalization_id})
-    text_blobs: dict[str, str | None] = {}
-    segments: dict[str, list[tuple[str, str, str, str, int, int]]] = {}
-    for part in chunks(norm_ids):
-        for nid, blob in conn.execute(
-            select(Normalization.c.id, Normalization.c.text_blob).where(
-                Normalization.c.id.in_(part)
-            )
-        ):
-            text_blobs[nid] = blob
-        for r in conn.execute(
-            select(
-                Segment.c.normalization_id,
-                Segment.c.id,
-                Segment.c.sha256,
-                Segment.c.kind,
-                Segment.c.heading_path,
-                Segment.c.start,
-                Segment.c.end,
-            )
-            .where(Segment.c.normalization_id.in_(part))
-            .order_by(Segment.c.normalization_id, Segment.c.ordinal)
-        ):
-            segments.setdefault(r[0], []).append((r[1], r[2], r[3], r[4], r[5], r[6]))
-
+    norm_ids = {s.normalization_id for s in sources if s.normalization_id}
+    text_blobs = ledger_sources.text_blobs(conn, norm_ids)
+    segments = ledger_sources.segments_for_index(conn, norm_ids)
     confirmed = [c for s in sources for c in s.claims if c.status == "confirmed"]
-    statements: dict[str, tuple[str, str]] = {}
-    for part in chunks(sorted({c.claim_id for c in confirmed})):
-        for cid, statement, authority in conn.execute(
-            select(Claim.c.id, Claim.c.statement, Claim.c.authority).where(Claim.c.id.in_(part))
-        ):
-            statements[cid] = (statement, authority)
-    # Where each claim's statement is: its segment's heading path, the segment, the span.
-    located: dict[str, tuple[str, str, int, int]] = {}
-    for part in chunks(sorted({e for c in confirmed for e in c.evidence_ids})):
-        for cid, heading, seg_id, start, end in conn.execute(
-            select(
-                Evidence.c.claim_id,
-                Segment.c.heading_path,
-                Evidence.c.segment_id,
-                Evidence.c.start,
-                Evidence.c.end,
-            )
-            .join(Segment, Segment.c.id == Evidence.c.segment_id)
-            .where(Evidence.c.id.in_(part), Evidence.c.role == "statement")
-        ):
-            located[cid] = (heading, seg_id, start, end)
+    statements = ledger_sources.claim_texts(conn, (c.claim_id for c in confirmed))
+    located = ledger_sources.statement_places(conn, (e for c in confirmed for e in c.evidence_ids))
 
     out: dict[str, list[Row]] = {}
     for source in sources:
@@ -291,8 +249,8 @@ def index_rows(
         if norm_id and text_blob:
             text = blobs.get(text_blob).decode("utf-8")
             facts = [
-                SegmentFact(seg_id, sha, kind, heading, text[start:end], start)
-                for seg_id, sha, kind, heading, start, end in segments.get(norm_id, [])
+                SegmentFact(g.id, g.sha256, g.kind, g.heading_path, text[g.start : g.end], g.start)
+                for g in segments.get(norm_id, [])
             ]
         claims = [
             ClaimFact(
@@ -435,7 +393,7 @@ def rebuild(
     if path.is_file():
         with contextlib.suppress(Exception), index_file.open_index(path, generation.hash) as old:
             previous = index_file.read_meta(old).get("rows_digest")
-    writer = index_file.IndexWriter(index_dir)
+    writer = index_writer.IndexWriter(index_dir)
     documents = 0
     try:
         for step in generation_rows(conn, blobs, generation, progress):

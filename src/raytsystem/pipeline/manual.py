@@ -24,16 +24,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
 from ..model.objects import ChainIds, EvidenceRow, claim_hash, source_id_for
 from ..model.text import Finding
+from ..storage import sources as ledger_sources
 from ..storage import states as state
 from ..storage.blobs import BlobStore
 from ..storage.states import ActiveSource
-from ..storage.tables import Claim, Normalization, Segment
 from ..workspace import is_note
 from .files import KeptFile
 
@@ -94,18 +94,9 @@ class Texts:
         nid = self.sources.get(path)
         value = None
         if nid is not None:
-            blob = self.conn.execute(
-                select(Normalization.c.text_blob).where(Normalization.c.id == nid)
-            ).scalar_one_or_none()
+            blob = ledger_sources.text_blobs(self.conn, [nid]).get(nid)
             if blob:
-                segs = [
-                    (r[0], r[1], r[2])
-                    for r in self.conn.execute(
-                        select(Segment.c.id, Segment.c.start, Segment.c.end)
-                        .where(Segment.c.normalization_id == nid)
-                        .order_by(Segment.c.ordinal)
-                    )
-                ]
+                segs = ledger_sources.segment_spans(self.conn, nid)
                 value = (nid, self.blobs.get(blob).decode("utf-8"), segs)
         self._cache[path] = value
         return value
@@ -196,30 +187,15 @@ def _statements(
 ) -> dict[str, str]:
     out = dict(known or {})
     missing = [i for i in ids if i not in out]
-    for part in state.chunks(missing):
-        out.update(
-            dict(
-                conn.execute(
-                    select(Claim.c.id, Claim.c.statement).where(Claim.c.id.in_(part))
-                ).all()
-            )
-        )
+    out.update((cid, text) for cid, (text, _) in ledger_sources.claim_texts(conn, missing).items())
     return out
 
 
 def _notes_from_ledger(conn: Connection, items: Iterable[ActiveSource]) -> dict[str, Note]:
     items = [a for a in items if a.normalization_id]
-    metas: dict[str, str | None] = {}
-    for part in state.chunks([a.normalization_id for a in items if a.normalization_id]):
-        metas.update(
-            dict(
-                conn.execute(
-                    select(Normalization.c.id, Normalization.c.meta).where(
-                        Normalization.c.id.in_(part)
-                    )
-                ).all()
-            )
-        )
+    metas = ledger_sources.normalization_metas(
+        conn, [a.normalization_id for a in items if a.normalization_id]
+    )
     out = {}
     for a in items:
         raw = metas.get(a.normalization_id or "")
@@ -329,7 +305,9 @@ def resolve_manual(
         # and an extracted claim's status without directives is always `confirmed`.
         undirected = tuple(_undirected(c) for _, c in parent_claims)
         states[sid] = SourceState(sid, a.path, a.revision_id, a.normalization_id, "", undirected)
-    known = _claims_info(conn, [c.claim_id for s in states.values() for c in s.claims])
+    known = ledger_sources.claim_texts(
+        conn, [c.claim_id for s in states.values() for c in s.claims]
+    )
     for sid, s in list(states.items()):
         new_claims = []
         for c in s.claims:
@@ -384,16 +362,6 @@ def _undirected(c: ClaimState) -> ClaimState:
     return ClaimState(c.claim_id, c.source_id, "confirmed", "", c.evidence_ids)
 
 
-def _claims_info(conn: Connection, ids: list[str]) -> dict[str, tuple[str, str]]:
-    out: dict[str, tuple[str, str]] = {}
-    for part in state.chunks(sorted(set(ids))):
-        for cid, statement, authority in conn.execute(
-            select(Claim.c.id, Claim.c.statement, Claim.c.authority).where(Claim.c.id.in_(part))
-        ):
-            out[cid] = (statement, authority)
-    return out
-
-
 def _overlay(notes: Iterable[Note]) -> dict[str, str]:
     overlay: dict[str, str] = {}
     for note in sorted(notes, key=lambda n: n.path):
@@ -415,18 +383,8 @@ def _owners(
         c.claim_id: sid for sid, s in states.items() for c in s.claims if c.claim_id in claim_ids
     }
     owners.update({c: s for c, s in staged.owners(claim_ids - set(owners)).items()})
-    if parent_number is None:
-        return owners
-    from ..storage.tables import ClaimState as Row
-
-    missing = sorted(claim_ids - set(owners))
-    for part in state.chunks(missing):
-        for cid, sid in conn.execute(
-            select(Row.c.claim_id, Row.c.source_id)
-            .join(Claim, (Claim.c.source_id == Row.c.source_id) & (Claim.c.id == Row.c.claim_id))
-            .where(Claim.c.id.in_(part), state.active(Row, parent_number))
-        ):
-            owners[cid] = sid
+    if parent_number is not None:
+        owners.update(ledger_sources.claim_owners(conn, parent_number, claim_ids - set(owners)))
     return owners
 
 

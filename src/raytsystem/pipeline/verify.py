@@ -45,7 +45,7 @@ from ..ids import IdScheme, scheme
 from ..model.generation import generation_hash, manifest_digest, source_digest
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
-from ..storage import generations, index_file
+from ..storage import generations, index_file, index_folder
 from ..storage import states as state
 from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
 from ..storage.tables import (
@@ -579,7 +579,7 @@ def check_indexes(
 ) -> None:
     known = {g.hash: g for g in generations.generations(conn)}
     # Generations' index files only: a `.building-*` file is an ingest's work in progress.
-    files = sorted(index_file.index_files(index_dir)) if index_dir.is_dir() else []
+    files = sorted(index_folder.index_files(index_dir)) if index_dir.is_dir() else []
     seen = set()
     for path in files:
         if not path.exists():
