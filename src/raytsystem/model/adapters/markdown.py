@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from ..text import Finding
-from . import Adapter, Normalized, SegmentBuilder
+from .base import Adapter, Normalized, SegmentBuilder
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
