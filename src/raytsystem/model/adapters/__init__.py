@@ -9,27 +9,35 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import markdown, plaintext
+from . import html, markdown, plaintext
 from .base import (
+    INGESTED_MEDIA_TYPES,
     MARKDOWN_SUFFIXES,
+    MEDIA_TYPES,
     PROSE_KINDS,
     SEGMENT_KINDS,
     Adapter,
+    AdapterRefused,
     Normalized,
     SegmentBuilder,
     SegmentDraft,
+    Symbol,
     media_type_for,
 )
 
 __all__ = [
     "ADAPTERS",
+    "INGESTED_MEDIA_TYPES",
     "MARKDOWN_SUFFIXES",
+    "MEDIA_TYPES",
     "PROSE_KINDS",
     "SEGMENT_KINDS",
     "Adapter",
+    "AdapterRefused",
     "Normalized",
     "SegmentBuilder",
     "SegmentDraft",
+    "Symbol",
     "adapter_for",
     "media_type_for",
 ]
@@ -38,6 +46,7 @@ __all__ = [
 ADAPTERS: Final[dict[str, Adapter]] = {
     "text/markdown": markdown.ADAPTER,
     "text/plain": plaintext.ADAPTER,
+    "text/html": html.ADAPTER,
 }
 
 
