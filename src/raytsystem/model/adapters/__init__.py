@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import html, markdown, plaintext
+from . import html, markdown, plaintext, rst
 from .base import (
     INGESTED_MEDIA_TYPES,
     MARKDOWN_SUFFIXES,
@@ -47,6 +47,7 @@ ADAPTERS: Final[dict[str, Adapter]] = {
     "text/markdown": markdown.ADAPTER,
     "text/plain": plaintext.ADAPTER,
     "text/html": html.ADAPTER,
+    "text/x-rst": rst.ADAPTER,
 }
 
 

@@ -129,7 +129,7 @@ def _fence_runs_to_end(token: Token, lines: list[str]) -> bool:
     return not (closing.startswith(token.markup) and set(closing) <= {token.markup[0]})
 
 
-def _restore_newlines(text: str, raw_lines: list[str]) -> str:
+def restore_newlines(text: str, raw_lines: list[str]) -> str:
     """Put back, as newlines, the line breaks that dropped markup swallowed.
 
     Link destinations and titles, and code spans (where markdown-it turns a newline into a
@@ -158,6 +158,9 @@ def _restore_newlines(text: str, raw_lines: list[str]) -> str:
         for ahead in range(line + 1, min(len(raw_words), line + 1 + remaining)):
             if word in raw_words[ahead]:
                 turned, k = 0, m.start() - 1
+                # Past punctuation that opens the word on the raw line too: "(If", "“quote".
+                while k >= 0 and not out[k].isspace() and not out[k].isalnum():
+                    k -= 1
                 while turned < ahead - line and k >= 0 and out[k] == " ":
                     out[k] = "\n"
                     turned += 1
@@ -249,7 +252,7 @@ def markdown_into(
             body = rendered.text()
             raw_span = lines[token.map[0] : token.map[1]]
             if body.count("\n") < len(raw_span) - 1:
-                body = _restore_newlines(body, raw_span)
+                body = restore_newlines(body, raw_span)
             in_footnote = "footnote" in containers
             seg_kind = containers[-1] if containers else "paragraph"
             if rendered.only_code and rendered.protected:
