@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import html, markdown, plaintext, rst
+from . import html, markdown, notebook, plaintext, rst
 from .base import (
     INGESTED_MEDIA_TYPES,
     MARKDOWN_SUFFIXES,
@@ -48,6 +48,7 @@ ADAPTERS: Final[dict[str, Adapter]] = {
     "text/plain": plaintext.ADAPTER,
     "text/html": html.ADAPTER,
     "text/x-rst": rst.ADAPTER,
+    "application/x-ipynb+json": notebook.ADAPTER,
 }
 
 
