@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import html, markdown, notebook, plaintext, python, rst, treesitter
+from . import html, markdown, notebook, pdf, plaintext, python, rst, treesitter
 from .base import (
     INGESTED_MEDIA_TYPES,
     MARKDOWN_SUFFIXES,
@@ -49,6 +49,7 @@ ADAPTERS: Final[dict[str, Adapter]] = {
     "text/html": html.ADAPTER,
     "text/x-rst": rst.ADAPTER,
     "application/x-ipynb+json": notebook.ADAPTER,
+    "application/pdf": pdf.ADAPTER,
     "text/x-python": python.ADAPTER,
     "text/javascript": treesitter.JAVASCRIPT,
     "text/x-typescript": treesitter.TYPESCRIPT,
