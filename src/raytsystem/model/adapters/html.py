@@ -111,6 +111,8 @@ _BLOCKS: Final = frozenset(
 _CODE_INLINE: Final = frozenset({"code", "kbd", "samp", "tt", "var"})
 _CONTAINER_KIND: Final = {"li": "list_item", "blockquote": "quote"}
 _HAS_WORD: Final = re.compile(r"[^\W_]")
+_BLANK_LINES: Final = re.compile(r"\n(?:[ \t]*\n)+")
+_TERMINATORS: Final = frozenset(".!?:;。！？")
 # libxml2's HTML parser stores line numbers in 16 bits: this one means "this line or later".
 _LINE_CAP: Final = 65535
 
@@ -220,6 +222,8 @@ class _Walker:
         else:
             body, protected = _tidy(raw, run.protected)
         kind = run.kind
+        if kind != "code":
+            protected = _glue_blank_lines(body, protected)
         if kind not in ("code", "heading") and not run.words:
             if not run.protected:
                 return ""  # no letter or digit: punctuation left by dropped markup
@@ -381,6 +385,18 @@ class _Walker:
                 self.consume(child)
             self.text(child.tail)
         self.flush()
+
+
+def _glue_blank_lines(body: str, protected: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A blank line inside one HTML block is not a paragraph break (a browser shows none): it
+    is there to keep lines on their raw lines (a line that held only markup). Each is covered
+    by a protected span so no sentence ends there, unless a sentence ends right before it."""
+    spans = list(protected)
+    for m in _BLANK_LINES.finditer(body):
+        start, end = m.span()
+        if start > 0 and end < len(body) and body[start - 1] not in _TERMINATORS:
+            spans.append((start - 1, end + 1))
+    return sorted(spans)
 
 
 def _is_decoration(a: HtmlElement) -> bool:

@@ -98,6 +98,7 @@ _SETTINGS: Final = {
     "sectsubtitle_xform": False,
     "syntax_highlight": "none",
     "smart_quotes": False,
+    "trim_footnote_reference_space": True,
     "line_length_limit": LINE_LENGTH_LIMIT,
     "input_encoding": "unicode",
 }

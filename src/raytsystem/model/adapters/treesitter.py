@@ -82,7 +82,7 @@ LANGUAGES: Final = {
         "language",
         _JS_DEFS,
         functions=_JS_FUNCTIONS,
-        top_level_only=frozenset({"variable"}),
+        top_level_only=frozenset({"variable", "attribute"}),
         name_fields=("name", "property"),
     ),
     "typescript": Language(
@@ -91,7 +91,7 @@ LANGUAGES: Final = {
         "language_typescript",
         _TS_DEFS,
         functions=_JS_FUNCTIONS,
-        top_level_only=frozenset({"variable"}),
+        top_level_only=frozenset({"variable", "attribute"}),
         name_fields=("name", "property"),
     ),
     "tsx": Language(
@@ -100,7 +100,7 @@ LANGUAGES: Final = {
         "language_tsx",
         _TS_DEFS,
         functions=_JS_FUNCTIONS,
-        top_level_only=frozenset({"variable"}),
+        top_level_only=frozenset({"variable", "attribute"}),
         name_fields=("name", "property"),
     ),
     "go": Language(
@@ -145,6 +145,8 @@ LANGUAGES: Final = {
     ),
 }
 
+# Attributes and decorators written before a definition belong to it (Rust, TypeScript).
+_ATTRIBUTES: Final = frozenset({"attribute_item", "decorator"})
 _IDENT: Final = re.compile(r"[A-Za-z_$][\w$]*")
 _LINE_MARK: Final = re.compile(r"^\s*//+!?")
 _BLOCK_OPEN: Final = re.compile(r"^\s*/\*+!?")
@@ -200,8 +202,16 @@ class _Collector:
 
     def walk(self, node: Any, prefix: str, in_function: bool) -> None:
         spec = self.spec
+        attributes: int | None = None  # first line of the attributes right before a child
         for child in node.children:
             kind = child.type
+            if kind in _ATTRIBUTES:
+                if attributes is None:
+                    attributes = child.start_point[0] + 1
+                continue
+            first_line = min(attributes or child.start_point[0] + 1, child.start_point[0] + 1)
+            if kind not in spec.comments:
+                attributes = None
             if (child.is_error or child.is_missing) and self.first_error is None:
                 self.first_error = child.start_point[0] + 1
             if kind in spec.comments:
@@ -221,7 +231,7 @@ class _Collector:
                         Definition(
                             qualified[:-1],
                             _kind(symbol_kind, child),
-                            child.start_point[0] + 1,
+                            first_line,
                             _end_line(child),
                         )
                     )
@@ -277,7 +287,7 @@ def normalize_code(language: str, text: str) -> Normalized:
         )
         if before.strip() or after.strip():
             continue  # shares its line with code
-        body = _comment_lines(_text(node))
+        body = _comment_lines(_text(node).rstrip("\n"))  # a Rust line comment holds its newline
         if prose and prose[-1].line_end == first - 1:
             prose[-1].lines.extend(body)
         else:
