@@ -156,7 +156,8 @@ def test_fixture_json_is_in_the_canonical_dump_format() -> None:
 
 def test_fixtures_cover_every_segment_kind() -> None:
     kinds = {seg["kind"] for name in CASES for seg in load(name)["segments"]}
-    assert kinds == set(SEGMENT_KINDS)
+    # The prose of source code, which Markdown never makes (tests/test_adapters_formats.py).
+    assert kinds == set(SEGMENT_KINDS) - {"docstring", "comment"}
 
 
 def test_fixtures_record_wiki_links_footnote_refs_and_protected_code() -> None:

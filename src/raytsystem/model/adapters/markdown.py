@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..text import Finding
-from . import Adapter, Normalized, SegmentBuilder
+from .base import Adapter, Normalized, SegmentBuilder
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -129,7 +129,7 @@ def _fence_runs_to_end(token: Token, lines: list[str]) -> bool:
     return not (closing.startswith(token.markup) and set(closing) <= {token.markup[0]})
 
 
-def _restore_newlines(text: str, raw_lines: list[str]) -> str:
+def restore_newlines(text: str, raw_lines: list[str]) -> str:
     """Put back, as newlines, the line breaks that dropped markup swallowed.
 
     Link destinations and titles, and code spans (where markdown-it turns a newline into a
@@ -158,6 +158,9 @@ def _restore_newlines(text: str, raw_lines: list[str]) -> str:
         for ahead in range(line + 1, min(len(raw_words), line + 1 + remaining)):
             if word in raw_words[ahead]:
                 turned, k = 0, m.start() - 1
+                # Past punctuation that opens the word on the raw line too: "(If", "“quote".
+                while k >= 0 and not out[k].isspace() and not out[k].isalnum():
+                    k -= 1
                 while turned < ahead - line and k >= 0 and out[k] == " ":
                     out[k] = "\n"
                     turned += 1
@@ -170,11 +173,38 @@ def _restore_newlines(text: str, raw_lines: list[str]) -> str:
 
 
 def normalize_markdown(text: str) -> Normalized:
-    tokens = _parser().parse(text)
-    lines = text.split("\n")
     builder = SegmentBuilder()
     findings: list[Finding] = []
-    headings: list[tuple[int, str]] = []  # (level, text)
+    front_matter = markdown_into(text, builder, [], findings)
+    return Normalized(
+        text=builder.text(),
+        segments=tuple(builder.segments),
+        front_matter=front_matter,
+        findings=tuple(findings),
+    )
+
+
+def markdown_into(
+    text: str,
+    builder: SegmentBuilder,
+    headings: list[tuple[int, str]],
+    findings: list[Finding],
+    *,
+    line_offset: int = 0,
+    cell: int | None = None,
+) -> str | None:
+    """Add the segments of Markdown `text` to `builder`; returns its front matter.
+
+    `headings` is the (level, title) stack the text starts under, updated in place (a notebook
+    carries it from one Markdown cell to the next); `line_offset` is added to every line
+    number and `cell` given to every segment.
+    """
+    tokens = _parser().parse(text)
+    lines = text.split("\n")
+
+    def add(kind: str, body: str, line: int, path: tuple[str, ...] = (), **extra: Any) -> None:
+        builder.add(kind, body, line + line_offset, path, cell=cell, **extra)
+
     containers: list[str] = []
     front_matter: str | None = None
     footnote_label: str | None = None
@@ -200,7 +230,7 @@ def normalize_markdown(text: str) -> Normalized:
         elif kind == "front_matter":
             assert token.map is not None
             front_matter = token.content
-            builder.add("front_matter", token.content, token.map[0] + 2)
+            add("front_matter", token.content, token.map[0] + 2)
         elif kind == "heading_open":
             inline = tokens[i + 1]
             level = int(token.tag[1:])
@@ -209,7 +239,7 @@ def normalize_markdown(text: str) -> Normalized:
             assert token.map is not None
             while headings and headings[-1][0] >= level:
                 headings.pop()  # a heading's path is its ancestors, not its siblings
-            builder.add("heading", rendered.text(), token.map[0] + 1, path())
+            add("heading", rendered.text(), token.map[0] + 1, path())
             title = " ".join(rendered.text().split())
             if title:
                 headings.append((level, title))
@@ -222,12 +252,12 @@ def normalize_markdown(text: str) -> Normalized:
             body = rendered.text()
             raw_span = lines[token.map[0] : token.map[1]]
             if body.count("\n") < len(raw_span) - 1:
-                body = _restore_newlines(body, raw_span)
+                body = restore_newlines(body, raw_span)
             in_footnote = "footnote" in containers
             seg_kind = containers[-1] if containers else "paragraph"
             if rendered.only_code and rendered.protected:
                 seg_kind = "code"
-            builder.add(
+            add(
                 seg_kind,
                 body,
                 token.map[0] + 1,
@@ -245,15 +275,15 @@ def normalize_markdown(text: str) -> Normalized:
                 findings.append(
                     Finding(
                         "unclosed_code_fence",
-                        f"line {token.map[0] + 1}",
+                        f"line {token.map[0] + 1 + line_offset}",
                         "a code fence is never closed: the rest of the file is code, not claims",
                     )
                 )
-            builder.add("code", token.content.rstrip("\n"), first + 1, path())
+            add("code", token.content.rstrip("\n"), first + 1, path())
         elif kind == "html_block":
             assert token.map is not None
             stripped = re.sub(r"<[^>]*>", lambda m: "\n" * m.group(0).count("\n"), token.content)
-            builder.add("html", stripped.rstrip("\n"), token.map[0] + 1, path())
+            add("html", stripped.rstrip("\n"), token.map[0] + 1, path())
         elif kind == "thead_open":
             in_table_head = True
         elif kind == "thead_close":
@@ -268,9 +298,7 @@ def normalize_markdown(text: str) -> Normalized:
         elif kind == "tr_close":
             text_row = " | ".join(row)
             if text_row.replace("|", "").strip():
-                builder.add(
-                    "table_header" if in_table_head else "table_row", text_row, row_line, path()
-                )
+                add("table_header" if in_table_head else "table_row", text_row, row_line, path())
         i += 1
     if max((t.level for t in tokens), default=0) >= MAX_NESTING - 1:
         findings.append(
@@ -280,12 +308,7 @@ def normalize_markdown(text: str) -> Normalized:
                 f"blocks nested more than {MAX_NESTING - 1} levels deep are dropped",
             )
         )
-    return Normalized(
-        text=builder.text(),
-        segments=tuple(builder.segments),
-        front_matter=front_matter,
-        findings=tuple(findings),
-    )
+    return front_matter
 
 
 ADAPTER = Adapter(name="markdown", version=1, run=normalize_markdown)

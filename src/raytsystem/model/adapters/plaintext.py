@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Adapter, Normalized, SegmentBuilder
+from .base import Adapter, Normalized, SegmentBuilder
 
 
 def normalize_plaintext(text: str) -> Normalized:
