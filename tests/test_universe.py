@@ -467,19 +467,10 @@ def universe_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def real_api(root: Path) -> Any:
-    from raytsystem.storage.blobs import DiskBlobStore
-    from raytsystem.storage.db import open_ledger
+    from raytsystem.api import Session
     from raytsystem.universe.api import UniverseApi
-    from raytsystem.workspace import Workspace
 
-    ws = Workspace.open(root)
-    url = ws.default_database_url
-    return UniverseApi(
-        ledger=open_ledger(url, create=False),
-        blobs=DiskBlobStore(ws.raw_dir),
-        index_dir=ws.index_dir,
-        database_url=url,
-    )
+    return UniverseApi(Session.open(root))
 
 
 def wait_for(

@@ -21,62 +21,55 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from . import __version__
+from . import cli_render as render
 from .errors import Interrupted, RaytError, UsageError, chain, reportable
 
 if TYPE_CHECKING:
-    from .storage.blobs import DiskBlobStore
-    from .storage.db import Ledger
-    from .workspace import Workspace
+    from .api import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
 class App:
+    """The global options, and the session they open on first use."""
+
     workspace_arg: Path | None
     database_url: str | None
     cwd: Path = field(default_factory=Path.cwd)
-    _ws: Workspace | None = None
-    _ledger: Ledger | None = None
+    _session: Session | None = None
 
     @property
-    def ws(self) -> Workspace:
-        if self._ws is None:
-            from .workspace import Workspace
+    def session(self) -> Session:
+        if self._session is None:
+            from .api import Session
 
-            self._ws = (
-                Workspace.open(self.workspace_arg)
-                if self.workspace_arg
-                else Workspace.find(self.cwd)
+            self._session = Session.open(
+                self.workspace_arg, database_url=self.database_url, cwd=self.cwd
             )
-        return self._ws
-
-    def ledger(self, *, create: bool = False) -> Ledger:
-        if self._ledger is None:
-            from .storage.db import open_ledger
-
-            url = self.database_url or self.ws.default_database_url
-            if url == self.ws.default_database_url:
-                self.ws.state_dir.mkdir(exist_ok=True)
-            self._ledger = open_ledger(url, create=create)
-        return self._ledger
-
-    @property
-    def blobs(self) -> DiskBlobStore:
-        from .storage.blobs import DiskBlobStore
-
-        return DiskBlobStore(self.ws.raw_dir)
+        return self._session
 
 
-def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
+def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
+    """Print `data` as JSON with `--json`, else call `human` to show it as text."""
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False))
     else:
-        human(data)
+        human()
 
 
 def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
+
+
+def lock_timeout_option(f: F) -> F:
+    return click.option(
+        "--lock-timeout",
+        type=float,
+        default=30.0,
+        show_default=True,
+        help="Seconds to wait for another writer.",
+    )(f)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -105,22 +98,17 @@ def cli(ctx: click.Context, workspace: Path | None, database_url: str | None) ->
 @click.pass_obj
 def init(app: App, folder: Path | None, as_json: bool) -> None:
     """Make FOLDER (default: the current folder) a workspace; safe to run again."""
-    from .workspace import init_workspace
+    from .api import Session
 
     target = folder or app.workspace_arg or app.cwd
-    target.mkdir(parents=True, exist_ok=True)
-    ws, created = init_workspace(target)
-    app._ws = ws
-    app.ledger(create=True)
-    result = {"workspace": str(ws.root), "created": created}
-
-    def human(r: dict[str, Any]) -> None:
-        click.echo(f"workspace {r['workspace']}")
-        for item in r["created"] or ["(nothing to create: already a workspace)"]:
-            click.echo(f"  + {item}" if r["created"] else f"  {item}")
-        click.echo("next: add Markdown under knowledge/ or docs/, then `raytsystem ingest`")
-
-    emit(result, as_json, human)
+    session, created = Session.init(target, database_url=app.database_url, cwd=app.cwd)
+    app._session = session
+    workspace = str(session.ws.root)
+    emit(
+        {"workspace": workspace, "created": created},
+        as_json,
+        lambda: render.init(workspace, created),
+    )
 
 
 @cli.command()
@@ -131,55 +119,19 @@ def init(app: App, folder: Path | None, as_json: bool) -> None:
     type=click.IntRange(1, 64),
     help="Processes that parse files, the writer included (default: cores, at most 8).",
 )
-@click.option(
-    "--lock-timeout",
-    type=float,
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for another writer.",
-)
+@lock_timeout_option
 @json_option
 @click.pass_obj
 def ingest(
     app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool
 ) -> None:
     """Ingest the workspace (or only PATHS) and make a new generation if anything changed."""
-    from .pipeline.ingest import ingest as run
     from .progress import progress_for
 
-    ws = app.ws
-    scope = [ws.rel_from_cli(p, app.cwd) for p in paths]
+    session = app.session
     with progress_for("ingest", enabled=not as_json) as progress:
-        report = run(
-            ws,
-            app.ledger(create=True),
-            [s for s in scope],
-            jobs=jobs,
-            lock_timeout=lock_timeout,
-            progress=progress,
-        )
-
-    def human(r: dict[str, Any]) -> None:
-        c = r["counts"]
-        gen = r["generation"]
-        if r["created"]:
-            click.echo(f"generation {gen['number']} {gen['hash'][:16]} created")
-        elif gen:
-            click.echo(f"no change: generation {gen['number']} {gen['hash'][:16]} stays current")
-        else:
-            click.echo("no change: nothing to ingest yet")
-        click.echo(
-            f"  scanned {c['scanned']} files: {c['unchanged']} unchanged, {c['new_revisions']} new "
-            f"revisions ({c['new_sources']} new sources), {c['removed_sources']} removed"
-        )
-        click.echo(
-            f"  claims +{c['claims_added']} -{c['claims_removed']} ~{c['claims_changed']} "
-            f"(added, removed, new status or evidence)  ({r['seconds']:.2f}s)"
-        )
-        for f in r["findings"]:
-            click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
-
-    emit(report.to_json(), as_json, human)
+        report = session.ingest(paths, jobs=jobs, lock_timeout=lock_timeout, progress=progress)
+    emit(report.to_json(), as_json, lambda: render.ingest(report))
 
 
 @cli.command()
@@ -187,44 +139,8 @@ def ingest(
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:
     """Show the workspace, the current generation and the last ingest."""
-    from .pipeline.show import status as run
-    from .storage.db import _redact
-
-    ledger = app.ledger(create=True)
-    with ledger.reading() as conn:
-        result = {
-            "workspace": str(app.ws.root),
-            "database": _redact(ledger.url),
-            "id_scheme": ledger.id_scheme,
-            **run(conn),
-        }
-
-    def human(r: dict[str, Any]) -> None:
-        click.echo(f"workspace  {r['workspace']}")
-        click.echo(f"database   {r['database']}")
-        if r["id_scheme"] is not None:
-            click.echo(f"ID scheme  {r['id_scheme']} (ADR 0030)")
-        g = r["generation"]
-        if g:
-            click.echo(
-                f"generation {g['number']} {g['hash'][:16]} ({g['created_at']}): "
-                f"{g['active_sources']} sources, {g['active_claims']} claims (any status)"
-            )
-        else:
-            click.echo("generation none yet: run `raytsystem ingest`")
-        c = r["ledger_counts"]
-        click.echo(
-            f"ledger     {c['sources']} sources, {c['revisions']} revisions, "
-            f"{c['normalizations']} normalizations, {c['claims']} claims"
-        )
-        li = r["last_ingest"]
-        if li:
-            click.echo(
-                f"last ingest {li['finished_at']}: "
-                f"{'new generation' if li['created_generation'] else 'no change'}, {li['findings']} findings"
-            )
-
-    emit(result, as_json, human)
+    result = app.session.status()
+    emit(result, as_json, lambda: render.status(result))
 
 
 @cli.command()
@@ -233,31 +149,8 @@ def status(app: App, as_json: bool) -> None:
 @click.pass_obj
 def history(app: App, path: str, as_json: bool) -> None:
     """List the revisions of the source at PATH and the generations each was active in."""
-    from .pipeline.show import history as run
-
-    rel = app.ws.rel_from_cli(path, app.cwd)
-    with app.ledger().reading() as conn:
-        result = run(conn, rel)
-
-    def human(r: dict[str, Any]) -> None:
-        s = r["source"]
-        click.echo(f"{s['path']}  {s['id']}")
-        for rev in r["revisions"]:
-            spans = (
-                ", ".join(
-                    f"{x['from']}–{x['to'] - 1}" if x["to"] else f"{x['from']}–now"
-                    for x in rev["active_in_generations"]
-                )
-                or "never active"
-            )
-            mark = "*" if rev["id"] == r["current_revision"] else " "
-            click.echo(
-                f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}"
-            )
-        if r["removed_in_generation"]:
-            click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
-
-    emit(result, as_json, human)
+    result = app.session.history(path)
+    emit(result, as_json, lambda: render.history(result))
 
 
 @cli.command()
@@ -266,11 +159,7 @@ def history(app: App, path: str, as_json: bool) -> None:
 @click.pass_obj
 def show(app: App, object_id: str, as_json: bool) -> None:
     """Show any object (source, revision, normalization, segment, claim, evidence, generation) as JSON."""
-    from .pipeline.show import show as run
-
-    with app.ledger().reading() as conn:
-        result = run(conn, app.blobs, object_id)
-    click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    click.echo(json.dumps(app.session.show(object_id), ensure_ascii=False, indent=2))
 
 
 @cli.command()
@@ -278,24 +167,8 @@ def show(app: App, object_id: str, as_json: bool) -> None:
 @click.pass_obj
 def generations(app: App, as_json: bool) -> None:
     """List the generations, oldest first; the current one is marked."""
-    from .pipeline.show import list_generations
-
-    with app.ledger().reading() as conn:
-        result = list_generations(conn)
-
-    def human(rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            click.echo("no generations yet: run `raytsystem ingest`")
-        for g in rows:
-            mark = "*" if g["current"] else " "
-            s = g["summary"]
-            click.echo(
-                f"{mark} {g['number']:>4}  {g['hash'][:16]}  {g['created_at']}  {g['sources']} sources  "
-                f"{g['claims']} claims  (+{s.get('claims_added', 0)} -{s.get('claims_removed', 0)} "
-                f"~{s.get('claims_changed', 0)})"
-            )
-
-    emit(result, as_json, human)
+    result = app.session.generations()
+    emit(result, as_json, lambda: render.generations(result))
 
 
 @cli.command()
@@ -305,32 +178,8 @@ def generations(app: App, as_json: bool) -> None:
 @click.pass_obj
 def diff(app: App, from_generation: str, to_generation: str, as_json: bool) -> None:
     """Claims added, removed and changed in status between two generations (number or hash)."""
-    from .pipeline.show import diff as run
-
-    with app.ledger().reading() as conn:
-        result = run(conn, from_generation, to_generation)
-
-    def human(r: dict[str, Any]) -> None:
-        click.echo(f"generation {r['from']['number']} -> {r['to']['number']}")
-        for c in r["added"]:
-            click.echo(f"+ {c['id']}  {c['source_path']}: {c['statement']}")
-        for c in r["removed"]:
-            click.echo(f"- {c['id']}  {c['source_path']}: {c['statement']}")
-        for c in r["status_changed"]:
-            click.echo(f"~ {c['id']}  {c['from_status']} -> {c['to_status']}: {c['statement']}")
-        if r["evidence_changed"]:
-            click.echo(f"  ({len(r['evidence_changed'])} claims kept with new evidence)")
-        if not (r["added"] or r["removed"] or r["status_changed"]):
-            click.echo("no claim added, removed or changed in status")
-
-    emit(result, as_json, human)
-
-
-def _reader(app: App) -> Any:
-    from .storage.reader import open_reader
-
-    url = app.database_url or app.ws.default_database_url
-    return open_reader(url)
+    result = app.session.diff(from_generation, to_generation)
+    emit(result, as_json, lambda: render.diff(result))
 
 
 @cli.command()
@@ -357,42 +206,10 @@ def query(
     as_json: bool,
 ) -> None:
     """Answer TEXT from verified, confirmed claims with exact citations, or report a gap."""
-    from .pipeline.query import query as run
-
-    reader = _reader(app)
-    try:
-        result = run(
-            reader,
-            app.blobs,
-            app.ws.index_dir,
-            text,
-            limit=limit,
-            generation=generation,
-            expect_generation=expect_generation,
-        )
-    finally:
-        reader.close()
-
-    def human(r: dict[str, Any]) -> None:
-        g = r["generation"]
-        if r["status"] == "gap":
-            click.echo(
-                f"gap: no confirmed claim answers this (generation {g['number']} {g['hash'][:16]})"
-            )
-            return
-        click.echo(r["answer"])
-        click.echo()
-        for c in r["citations"]:
-            for e in c["evidence"]:
-                where = f"{e['source_path']}:{e['lines']['start']}"
-                if e["lines"]["end"] != e["lines"]["start"]:
-                    where += f"-{e['lines']['end']}"
-                click.echo(
-                    f"[{c['id']}] {where}  ({c['claim']['authority']}, {e['role']})  sha256 {e['cited_excerpt_sha256'][:16]}"
-                )
-        click.echo(f"verified against generation {g['number']} {g['hash'][:16]}")
-
-    emit(result, as_json, human)
+    answer = app.session.query(
+        text, limit=limit, generation=generation, expect_generation=expect_generation
+    )
+    emit(answer.to_json(), as_json, lambda: render.query(answer))
 
 
 @cli.command()
@@ -406,45 +223,8 @@ def search(
     app: App, text: str, limit: int, claims: bool, generation: str | None, as_json: bool
 ) -> None:
     """Browse the blocks (or claims) that contain TEXT's words; not a verified answer."""
-    from .pipeline.search import search as run
-
-    reader = _reader(app)
-    try:
-        result = run(
-            reader,
-            app.blobs,
-            app.ws.index_dir,
-            text,
-            limit=limit,
-            kind="claim" if claims else "segment",
-            generation=generation,
-        )
-    finally:
-        reader.close()
-
-    def human(r: dict[str, Any]) -> None:
-        if not r["hits"]:
-            click.echo("no match")
-        for h in r["hits"]:
-            where = h["source_path"]
-            if h.get("lines"):
-                where += f":{h['lines']['start']}"
-            heading = " > ".join(h["heading_path"])
-            click.echo(f"{where}  [{h['kind']}]  {heading}")
-            body = " ".join(h["text"].split())
-            click.echo(f"    {body[:200]}{'…' if len(body) > 200 else ''}")
-
-    emit(result, as_json, human)
-
-
-def lock_timeout_option(f: F) -> F:
-    return click.option(
-        "--lock-timeout",
-        type=float,
-        default=30.0,
-        show_default=True,
-        help="Seconds to wait for another writer.",
-    )(f)
+    result = app.session.search(text, limit=limit, claims=claims, generation=generation)
+    emit(result, as_json, lambda: render.search(result))
 
 
 @cli.command()
@@ -454,28 +234,8 @@ def lock_timeout_option(f: F) -> F:
 @click.pass_obj
 def review(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Audit a generation and write ops/reviews/<n>-<hash>.json and .md; changes no knowledge."""
-    from .pipeline.review import review as run
-    from .storage import generations
-    from .storage.lock import writer_lock
-    from .workspace import REVIEWS_DIR
-
-    ledger = app.ledger()
-    with writer_lock(app.ws.state_dir, ledger, lock_timeout), ledger.transaction() as conn:
-        gen = generations.generation_or_head(conn, generation)
-        result = run(conn, app.blobs, gen, app.ws.root / REVIEWS_DIR)
-
-    def human(r: dict[str, Any]) -> None:
-        g, c = r["generation"], r["counts"]
-        click.echo(
-            f"review of generation {g['number']} {g['hash'][:16]}: "
-            f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} info"
-        )
-        for f in r["findings"]:
-            click.echo(f"  {f['severity']}[{f['code']}] {f['message']}")
-            click.echo(f"      {', '.join(f['subjects'])}")
-        click.echo("report: " + ", ".join(r["files"]))
-
-    emit(result, as_json, human)
+    result = app.session.review(generation, lock_timeout=lock_timeout)
+    emit(result, as_json, lambda: render.review(result))
 
 
 @cli.command()
@@ -483,26 +243,12 @@ def review(app: App, generation: str | None, lock_timeout: float, as_json: bool)
 @click.pass_obj
 def verify(app: App, as_json: bool) -> None:
     """Full integrity check: re-hash every blob, re-derive every ID, chain and index. Exit 3 if wrong."""
-    from .pipeline.verify import verify as run
     from .progress import progress_for
 
-    ledger = app.ledger()
-    with progress_for("verify", enabled=not as_json) as progress, ledger.reading() as conn:
-        report = run(conn, ledger.ids, app.blobs, app.ws.index_dir, progress=progress)
-    result = report.to_json()
-
-    def human(r: dict[str, Any]) -> None:
-        c, t = r["counts"], r["throughput"]
-        click.echo(
-            f"{'ok' if r['ok'] else 'PROBLEMS FOUND'}: {c.get('blobs', 0)} blobs "
-            f"({t['blob_bytes'] / 1e6:.1f} MB at {t['mb_per_s'] or 0:.0f} MB/s), "
-            f"{c.get('claims', 0)} claims, {c.get('evidence', 0)} evidence, "
-            f"{c.get('generations', 0)} generations, {c.get('indexes', 0)} indexes in {r['seconds']:.2f}s"
-        )
-        for f in r["findings"]:
-            click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
-
-    emit(result, as_json, human)
+    session = app.session
+    with progress_for("verify", enabled=not as_json) as progress:
+        report = session.verify(progress=progress)
+    emit(report.to_json(), as_json, lambda: render.verify(report))
     if not report.ok:
         raise SystemExit(3)
 
@@ -514,20 +260,8 @@ def verify(app: App, as_json: bool) -> None:
 @click.pass_obj
 def unpack(app: App, pack: str, lock_timeout: float, as_json: bool) -> None:
     """Store each intact blob of PACK on its own and remove the pack (a damaged pack's repair)."""
-    from .storage.lock import writer_lock
-
-    name = Path(pack).name  # as verify names it, or a path to it: the store checks the form
-    ledger = app.ledger()
-    with writer_lock(app.ws.state_dir, ledger, lock_timeout):
-        kept, damaged = app.blobs.unpack(name)
-    result = {"pack": name, "kept": len(kept), "damaged": damaged}
-
-    def human(r: dict[str, Any]) -> None:
-        click.echo(f"unpacked {r['pack']}: {r['kept']} blob(s) kept on their own")
-        for address in r["damaged"]:
-            click.echo(f"  damaged, not kept: {address}")
-
-    emit(result, as_json, human)
+    result = app.session.unpack(pack, lock_timeout=lock_timeout)
+    emit(result, as_json, lambda: render.unpack(result))
 
 
 @cli.command("eval")
@@ -554,47 +288,12 @@ def eval_command(
     as_json: bool,
 ) -> None:
     """Measure retrieval quality on DATASET.json: recall@k, MRR, citation precision, contamination."""
-    from .pipeline.evaluate import evaluate, load_dataset
-
-    data = load_dataset(dataset if dataset.is_absolute() else app.cwd / dataset)
-    reader = _reader(app)
-    try:
-        result = evaluate(reader, app.blobs, app.ws.index_dir, data, k=k, generation=generation)
-    finally:
-        reader.close()
-    m = result["metrics"]
-    failed = min_recall is not None and (m["recall_at_k"] or 0.0) < min_recall
+    result = app.session.evaluate(dataset, k=k, generation=generation)
+    recall = result["metrics"]["recall_at_k"] or 0.0
+    failed = min_recall is not None and recall < min_recall
     result["min_recall"] = min_recall
     result["passed"] = not failed
-
-    def human(r: dict[str, Any]) -> None:
-        kk = r["k"]
-        click.echo(
-            f"{r['dataset']}: {m['cases']} cases, generation {r['generation']['number'] if r['generation'] else '-'}"
-        )
-        rows = [
-            (f"recall@{kk}", m["recall_at_k"]),
-            (f"MRR@{kk}", m["mrr_at_k"]),
-            ("top-1", m["top1"]),
-            (f"claim recall@{kk}", m["claim_recall_at_k"]),
-            ("citation precision", m["citation_precision"]),
-            ("contamination", m["contamination"]),
-            ("must contain", m["must_contain"]),
-            ("must not contain", m["must_not_contain"]),
-            ("repeatable", m["repeatable"]),
-        ]
-        for name, value in rows:
-            if value is not None:
-                click.echo(f"  {name:<20} {value:.4f}")
-        click.echo(
-            f"  {'latency p50 / p95':<20} {m['latency_ms']['p50']:.1f} / {m['latency_ms']['p95']:.1f} ms"
-        )
-        if failed:
-            click.echo(
-                f"FAILED: recall@{kk} {m['recall_at_k']:.4f} is below --min-recall {min_recall}"
-            )
-
-    emit(result, as_json, human)
+    emit(result, as_json, lambda: render.evaluation(result))
     if failed:
         raise SystemExit(3)
 
@@ -613,34 +312,8 @@ def eval_command(
 @click.pass_obj
 def bundle(app: App, task: str, max_tokens: int, generation: str | None, as_json: bool) -> None:
     """A deterministic, verified context bundle for an agent about to do TASK."""
-    from .pipeline.bundle import bundle as run
-
-    reader = _reader(app)
-    try:
-        result = run(
-            reader, app.blobs, app.ws.index_dir, task, max_tokens=max_tokens, generation=generation
-        )
-    finally:
-        reader.close()
-
-    def human(r: dict[str, Any]) -> None:
-        b = r["budget"]
-        click.echo(
-            f"{len(r['items'])} items, ~{b['estimated_tokens']} of {b['max_tokens']} tokens "
-            f"(generation {r['generation']['number']}), bundle {r['bundle_sha256'][:16]}"
-        )
-        for item in r["items"]:
-            cut = " (shortened)" if item["shortened"] else ""
-            click.echo(
-                f"{item['rank']:>3}. {item['source_path']}:{item['lines']['start']}  [{item['kind']}]{cut}  {item['why']}"
-            )
-            click.echo(f"     {' '.join(item['text'].split())[:160]}")
-        if r["must_read"]:
-            click.echo("read in full before acting: " + ", ".join(r["must_read"]))
-        if r["omitted"]:
-            click.echo(f"{len(r['omitted'])} more items did not fit the budget")
-
-    emit(result, as_json, human)
+    result = app.session.bundle(task, max_tokens=max_tokens, generation=generation)
+    emit(result, as_json, lambda: render.bundle(result))
 
 
 @cli.command()
@@ -649,18 +322,7 @@ def mcp(app: App) -> None:
     """Run a read-only MCP server on stdio (tools: query, search, show, bundle, verify)."""
     from .mcp_server import run_stdio
 
-    run_stdio(app.ws, app.database_url or app.ws.default_database_url)
-
-
-def _universe_api(app: App) -> Any:
-    from .universe.api import UniverseApi
-
-    return UniverseApi(
-        ledger=app.ledger(),
-        blobs=app.blobs,
-        index_dir=app.ws.index_dir,
-        database_url=app.database_url or app.ws.default_database_url,
-    )
+    run_stdio(app.session)
 
 
 @cli.command()
@@ -679,7 +341,7 @@ def universe(app: App, generation: str | None, max_nodes: int, out: Path, as_jso
     """Write the evidence graph of a generation as one self-contained HTML page."""
     from .universe.page import render_page
 
-    data = _universe_api(app).graph(generation, max_nodes)
+    data = app.session.graph(generation, max_nodes)
     target = out if out.is_absolute() else app.cwd / out
     target.write_text(render_page(data), encoding="utf-8")
     result = {
@@ -688,18 +350,7 @@ def universe(app: App, generation: str | None, max_nodes: int, out: Path, as_jso
         "counts": data["counts"],
         "truncated": data["truncated"],
     }
-
-    def human(r: dict[str, Any]) -> None:
-        c = r["counts"]
-        click.echo(
-            f"wrote {r['path']}: {c['nodes']} nodes, {c['edges']} edges (generation {r['generation']['number']})"
-        )
-        if r["truncated"]:
-            click.echo(
-                f"  {r['truncated']['claims_left_out']} claims left out to stay under {max_nodes} nodes"
-            )
-
-    emit(result, as_json, human)
+    emit(result, as_json, lambda: render.universe(result, max_nodes))
 
 
 @cli.command()
@@ -723,7 +374,7 @@ def serve(app: App, host: str, port: int) -> None:
         )
     from .universe.server import serve as run
 
-    run(_universe_api(app), host, port)
+    run(app.session, host, port)
 
 
 @cli.group()
@@ -738,31 +389,12 @@ def index() -> None:
 @click.pass_obj
 def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json: bool) -> None:
     """Rebuild the index of GENERATION (default: the current one) from the ledger alone."""
-    from .pipeline.indexing import rebuild
     from .progress import progress_for
-    from .storage import generations
-    from .storage.lock import writer_lock
 
-    ledger = app.ledger()
-    with (
-        writer_lock(app.ws.state_dir, ledger, lock_timeout),
-        ledger.reading() as conn,
-        progress_for("index rebuild", enabled=not as_json) as progress,
-    ):
-        gen = generations.generation_or_head(conn, generation)
-        result = rebuild(app.ws.index_dir, conn, app.blobs, gen, progress)
-
-    def human(r: dict[str, Any]) -> None:
-        g = r["generation"]
-        click.echo(
-            f"index of generation {g['number']} {g['hash'][:16]} rebuilt: {r['documents']} documents"
-        )
-        click.echo(f"  rows digest {r['rows_digest']}")
-        if r["previous_rows_digest"]:
-            same = "same as" if r["same_as_previous"] else "DIFFERENT from"
-            click.echo(f"  {same} the index it replaced")
-
-    emit(result, as_json, human)
+    session = app.session
+    with progress_for("index rebuild", enabled=not as_json) as progress:
+        result = session.rebuild_index(generation, lock_timeout=lock_timeout, progress=progress)
+    emit(result, as_json, lambda: render.rebuilt_index(result))
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -773,9 +405,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run one command. `argv=None`: the process's own command line, and the process ends with
     it (`_end_process`); with `argv` (tests, embedders) it raises SystemExit as usual."""
     if argv is None:  # the process's own command: no SQLite connection exists yet
-        from .storage.sqlite_tuning import tune_process
+        from .api import prepare_process
 
-        tune_process()
+        prepare_process()
         try:
             _main(sys.argv[1:])
         except SystemExit as exc:

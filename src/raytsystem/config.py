@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from .errors import WorkspaceError
 from .ids import NEWEST_SCHEME, SCHEMES
-from .workspace import CONFIG_NAME
 
+CONFIG_NAME: Final = "raytsystem.toml"  # at the workspace's root
 DEFAULT_INCLUDE: Final = ("knowledge/**", "ops/**", "docs/**", "*.md")
 DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024

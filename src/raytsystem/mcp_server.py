@@ -18,10 +18,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from . import __version__
+from .api import Session
 from .errors import reportable
-from .storage.blobs import DiskBlobStore
-from .storage.reader import open_reader
-from .workspace import Workspace
 
 INSTRUCTIONS = """\
 raytsystem is a knowledge base whose answers are verified down to exact source bytes.
@@ -34,30 +32,23 @@ means the chain did not verify and nothing may be trusted from that call.
 """
 
 
-def build_server(ws: Workspace, database_url: str) -> MCPServer:
+def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a tool; an error a user can meet becomes a tool error whose text is the JSON error
+    envelope, with the CLI's code."""
+    try:
+        return fn()
+    except Exception as exc:
+        error = reportable(exc)
+        if error is None:
+            raise  # a bug: the SDK reports it as a failed tool call
+        raise ToolError(json.dumps(error.to_json(), ensure_ascii=False)) from exc
+
+
+def build_server(session: Session) -> MCPServer:
+    """The server's tools over `session` (read-only: none takes a path or writes)."""
     server: MCPServer = MCPServer(
         name="raytsystem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
-    blobs = DiskBlobStore(ws.raw_dir)
-
-    def guarded(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return fn()
-        except Exception as exc:
-            error = reportable(exc)
-            if error is None:
-                raise  # a bug: the SDK reports it as a failed tool call
-            raise ToolError(json.dumps(error.to_json(), ensure_ascii=False)) from exc
-
-    def with_reader(fn: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            reader = open_reader(database_url)
-            try:
-                return fn(reader)
-            finally:
-                reader.close()
-
-        return guarded(run)
 
     @server.tool()
     def query(
@@ -67,18 +58,10 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
         expect_generation: str | None = None,
     ) -> dict[str, Any]:
         """Answer a question from verified, confirmed claims with exact citations, or report a gap."""
-        from .pipeline.query import query as run
-
-        return with_reader(
-            lambda r: run(
-                r,
-                blobs,
-                ws.index_dir,
-                text,
-                limit=limit,
-                generation=generation,
-                expect_generation=expect_generation,
-            )
+        return guarded(
+            lambda: session.query(
+                text, limit=limit, generation=generation, expect_generation=expect_generation
+            ).to_json()
         )
 
     @server.tool()
@@ -86,67 +69,27 @@ def build_server(ws: Workspace, database_url: str) -> MCPServer:
         text: str, limit: int = 10, claims: bool = False, generation: str | None = None
     ) -> dict[str, Any]:
         """Browse the blocks (or, with claims=true, the confirmed claims) that contain the words."""
-        from .pipeline.search import search as run
-
-        return with_reader(
-            lambda r: run(
-                r,
-                blobs,
-                ws.index_dir,
-                text,
-                limit=limit,
-                kind="claim" if claims else "segment",
-                generation=generation,
-            )
+        return guarded(
+            lambda: session.search(text, limit=limit, claims=claims, generation=generation)
         )
 
     @server.tool()
     def bundle(task: str, max_tokens: int = 4000, generation: str | None = None) -> dict[str, Any]:
         """Verified context for a task within a token budget (estimate: ceil(UTF-8 bytes / 4))."""
-        from .pipeline.bundle import bundle as run
-
-        return with_reader(
-            lambda r: run(
-                r, blobs, ws.index_dir, task, max_tokens=max_tokens, generation=generation
-            )
-        )
+        return guarded(lambda: session.bundle(task, max_tokens=max_tokens, generation=generation))
 
     @server.tool()
     def show(object_id: str) -> dict[str, Any]:
         """Any object by ID (src_, rev_, nrm_, seg_, clm_, evd_, or a generation) with its chain."""
-        from .pipeline.show import show as run
-        from .storage import generations
-        from .storage.db import open_ledger
-
-        def go() -> dict[str, Any]:
-            ledger = open_ledger(database_url, create=False)
-            try:
-                with ledger.reading() as conn:
-                    current = generations.require_head(conn)
-                    return {"current_generation": current.to_json(), **run(conn, blobs, object_id)}
-            finally:
-                ledger.close()
-
-        return guarded(go)
+        return guarded(lambda: session.show(object_id))
 
     @server.tool()
     def verify() -> dict[str, Any]:
         """Full integrity check: re-hash every blob, re-derive every ID, chain and index."""
-        from .pipeline.verify import verify as run
-        from .storage.db import open_ledger
-
-        def go() -> dict[str, Any]:
-            ledger = open_ledger(database_url, create=False)
-            try:
-                with ledger.reading() as conn:
-                    return run(conn, ledger.ids, blobs, ws.index_dir).to_json()
-            finally:
-                ledger.close()
-
-        return guarded(go)
+        return guarded(lambda: session.verify().to_json())
 
     return server
 
 
-def run_stdio(ws: Workspace, database_url: str) -> None:
-    build_server(ws, database_url).run("stdio")
+def run_stdio(session: Session) -> None:
+    build_server(session).run("stdio")

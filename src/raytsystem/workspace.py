@@ -16,14 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from .config import CONFIG_NAME, DEFAULT_CONFIG_TEXT, Config, load_config
 from .errors import PathRefused, WorkspaceError
-
-if TYPE_CHECKING:
-    from .config import Config
-
-CONFIG_NAME: Final = "raytsystem.toml"
 
 STATE_DIR: Final = ".raytsystem"
 RAW_DIR: Final = "_raw"
@@ -145,8 +141,6 @@ class Workspace:
     @cached_property
     def config(self) -> Config:
         # Loaded on first use: the read commands (query, search, show) never need it.
-        from .config import load_config
-
         return load_config(self.root)
 
     @classmethod
@@ -390,8 +384,6 @@ def init_workspace(root: Path) -> tuple[Workspace, list[str]]:
         if not path.exists():
             path.write_text(text, encoding="utf-8")
             created.append(rel)
-
-    from .config import DEFAULT_CONFIG_TEXT
 
     ensure_file(CONFIG_NAME, DEFAULT_CONFIG_TEXT)
     for rel in (RAW_DIR, MANUAL_DIR, "ops/decisions", STATE_DIR):

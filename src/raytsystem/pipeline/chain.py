@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
@@ -49,6 +50,24 @@ class EvidenceView:
     excerpt: str
     sha256: str
     heading_path: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """A piece of evidence as the query's JSON cites it."""
+        return {
+            "role": self.role,
+            "source_path": self.source_path,
+            "source_id": self.source_id,
+            "revision_id": self.revision_id,
+            "raw_blake3": self.raw_blake3,
+            "normalization_id": self.normalization_id,
+            "adapter": self.adapter,
+            "segment_id": self.segment_id,
+            "heading_path": self.heading_path,
+            "span": {"start": self.start, "end": self.end},
+            "lines": {"start": self.line_start, "end": self.line_end},
+            "cited_excerpt": self.excerpt,
+            "cited_excerpt_sha256": self.sha256,
+        }
 
 
 @dataclass

@@ -133,7 +133,7 @@ def evaluate(
             try:
                 body = query(
                     reader, blobs, index_dir, case.query, limit=limit, generation=generation
-                )
+                ).to_json()
             except RaytError as exc:
                 body = exc.to_json()
             latencies.append((time.perf_counter() - started) * 1000)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,7 +23,7 @@ from ..errors import IntegrityError, UsageError
 from ..model.terms import terms
 from ..storage import index_file
 from ..storage.blobs import BlobStore
-from ..storage.generations import head, target_generation
+from ..storage.generations import GenerationRef, head, target_generation
 from ..storage.reader import Reader
 from .chain import Checker, ClaimView
 from .ranking import Candidate, choose
@@ -59,9 +60,64 @@ def utf16_offset(text: str, index: int) -> int:
     return len(text[:index].encode("utf-16-le")) // 2
 
 
-def compose(views: list[ClaimView]) -> tuple[str, list[dict[str, Any]]]:
+@dataclass(frozen=True)
+class Citation:
+    """A cited claim: where its statement is in the answer, and its checked chain."""
+
+    number: int
+    start: int  # the statement's span in the answer, in code points
+    end: int
+    start_utf16: int  # the same span in UTF-16 code units, for JavaScript clients
+    end_utf16: int
+    claim: ClaimView
+
+    def to_json(self) -> dict[str, Any]:
+        view = self.claim
+        return {
+            "id": self.number,
+            "answer_span": {"start": self.start, "end": self.end},
+            "answer_span_utf16": {"start": self.start_utf16, "end": self.end_utf16},
+            "claim": {
+                "id": view.id,
+                "hash": view.hash,
+                "status": view.status,
+                "authority": view.authority,
+                "statement": view.statement,
+            },
+            "evidence": [e.to_json() for e in view.evidence],
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a query returns: an answer with its citations, or a gap (`status`)."""
+
+    status: str  # "answered" | "gap"
+    query: str
+    query_terms: list[str]
+    generation: GenerationRef
+    answer: str
+    citations: list[Citation]
+    ms: float  # how long the query took
+
+    def to_json(self) -> dict[str, Any]:
+        """The query's JSON (schema_version "1"), the contract the README documents."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "status": self.status,
+            "query": self.query,
+            "query_terms": self.query_terms,
+            "generation": self.generation.to_json(),
+            "answer": self.answer,
+            "citations": [c.to_json() for c in self.citations],
+            "timing": {"ms": self.ms},
+        }
+
+
+def compose(views: list[ClaimView]) -> tuple[str, list[Citation]]:
+    """The answer text, the statements joined with citation markers, and its citations."""
     parts: list[str] = []
-    citations = []
+    spans = []
     length = 0
     for n, view in enumerate(views, start=1):
         if parts:
@@ -70,50 +126,16 @@ def compose(views: list[ClaimView]) -> tuple[str, list[dict[str, Any]]]:
         start = length
         parts.append(view.statement)
         length += len(view.statement)
-        end = length
+        spans.append((n, start, length, view))
         marker = f" [{n}]"
         parts.append(marker)
         length += len(marker)
-        citations.append((n, start, end, view))
     answer = "".join(parts)
-    out = []
-    for n, start, end, view in citations:
-        out.append(
-            {
-                "id": n,
-                "answer_span": {"start": start, "end": end},
-                "answer_span_utf16": {
-                    "start": utf16_offset(answer, start),
-                    "end": utf16_offset(answer, end),
-                },
-                "claim": {
-                    "id": view.id,
-                    "hash": view.hash,
-                    "status": view.status,
-                    "authority": view.authority,
-                    "statement": view.statement,
-                },
-                "evidence": [
-                    {
-                        "role": e.role,
-                        "source_path": e.source_path,
-                        "source_id": e.source_id,
-                        "revision_id": e.revision_id,
-                        "raw_blake3": e.raw_blake3,
-                        "normalization_id": e.normalization_id,
-                        "adapter": e.adapter,
-                        "segment_id": e.segment_id,
-                        "heading_path": e.heading_path,
-                        "span": {"start": e.start, "end": e.end},
-                        "lines": {"start": e.line_start, "end": e.line_end},
-                        "cited_excerpt": e.excerpt,
-                        "cited_excerpt_sha256": e.sha256,
-                    }
-                    for e in view.evidence
-                ],
-            }
-        )
-    return answer, out
+    citations = [
+        Citation(n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view)
+        for n, start, end, view in spans
+    ]
+    return answer, citations
 
 
 def verify_chosen(checker: Checker, chosen: list[Candidate], number: int) -> dict[str, ClaimView]:
@@ -152,7 +174,9 @@ def query(
     limit: int = DEFAULT_LIMIT,
     generation: str | None = None,
     expect_generation: str | None = None,
-) -> dict[str, Any]:
+) -> Answer:
+    """Answer `text` from the verified, confirmed claims of a generation (the current one
+    unless `generation` names another), or a gap; fails closed on any mismatch."""
     from .. import faults
 
     started = time.perf_counter()
@@ -165,19 +189,10 @@ def query(
         chosen = choose(conn, query_terms, limit)
     faults.point("query.after_search")
 
-    result: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "status": "gap",
-        "query": text,
-        "query_terms": query_terms,
-        "generation": target.to_json(),
-        "answer": "",
-        "citations": [],
-    }
+    answer, citations = "", list[Citation]()
     if chosen:
         views = verify_chosen(Checker(reader, blobs), chosen, target.number)
         answer, citations = compose([views[c.claim_id] for c in chosen])
-        result.update(status="answered", answer=answer, citations=citations)
     if generation is None:
         reader.refresh()
         after = head(reader)
@@ -186,5 +201,12 @@ def query(
                 "fail closed: the current generation moved while the query ran",
                 code="generation_moved",
             )
-    result["timing"] = {"ms": round((time.perf_counter() - started) * 1000, 3)}
-    return result
+    return Answer(
+        "answered" if citations else "gap",
+        text,
+        query_terms,
+        target,
+        answer,
+        citations,
+        round((time.perf_counter() - started) * 1000, 3),
+    )

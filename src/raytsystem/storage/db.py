@@ -185,7 +185,7 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
     except OperationalError as exc:
         raise _translate(exc) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        raise DatabaseError(f"cannot open the ledger at {_redact(url)}: {exc}") from exc
+        raise DatabaseError(f"cannot open the ledger at {redact(url)}: {exc}") from exc
     if current is not None and current not in SCHEMA_REVISIONS:
         engine.dispose()
         raise SchemaTooNew(
@@ -255,7 +255,7 @@ def upgrade(engine: Engine) -> None:
         raise _translate(exc) from exc
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """Hide a password in a database URL before it appears in a message."""
     from sqlalchemy.engine import make_url
 

@@ -3,22 +3,22 @@
 Python's sqlite3 module runs SQLite as it was compiled, which on common builds means
 *serialized* threading (every API call, down to binding one parameter, takes the connection's
 mutex) and *memory statistics* (every allocation takes a global mutex to count itself). A cold
-ingest makes tens of millions of such calls on one thread: `perf` put a tenth of the writer's
-time in `pthread_mutex_lock`/`unlock`. raytsystem needs neither:
+ingest makes tens of millions of such calls on one thread, and the mutexes are a share of
+the writer's time that shows in a profile. raytsystem needs neither:
 
 - every connection is used by one thread at a time (stdlib connections refuse another thread,
   `check_same_thread`, except the index writer's, which a settle thread uses while the main
-  thread commits the ledger and leaves it alone, ADR 0019; the ledger's SQLAlchemy engine
+  thread commits the ledger and leaves it alone, ADR 0032; the ledger's SQLAlchemy engine
   opens a connection per use, `NullPool`), which is what SQLite's *multi-thread* mode asks
   for;
 - nothing reads SQLite's memory statistics or sets a soft heap limit.
 
 The settings can only change while SQLite is shut down, that is before the process opens its
-first connection, so `cli.main` applies them only when it is the process's own command (no
-argument list given), never in a process that may already hold connections. Where the
-library cannot be reached through the `_sqlite3` module (SQLite linked in without exported
-symbols, another platform's build), nothing changes: the settings are speed, not correctness.
-See ops/decisions/0018-less-work-per-object-in-cold-ingest.md.
+first connection, so `cli.main` applies them (`api.prepare_process`) only when it is the
+process's own command (no argument list given), never in a process that may already hold
+connections. Where the library cannot be reached through the `_sqlite3` module (SQLite linked
+in without exported symbols, another platform's build), nothing changes: the settings are
+speed, not correctness (ADR 0033).
 """
 
 from __future__ import annotations

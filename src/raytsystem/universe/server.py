@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..api import DEFAULT_MAX_NODES, Session
 from ..errors import UsageError, reportable
-from ..pipeline.graph import DEFAULT_MAX_NODES
 from .api import UniverseApi
 from .page import content_security_policy, render_page
 
@@ -216,9 +216,10 @@ def make_server(api: UniverseApi, host: str = "127.0.0.1", port: int = 0) -> Uni
     return UniverseServer((host, port), api)
 
 
-def serve(api: UniverseApi, host: str, port: int) -> None:
-    """Serve until Ctrl-C, then close the socket and return."""
-    server = make_server(api, host, port)
+def serve(session: Session, host: str, port: int) -> None:
+    """Serve `session`'s workspace until Ctrl-C, then close the socket and return."""
+    session.ledger()  # opened once, before the threads that share it
+    server = make_server(UniverseApi(session), host, port)
     print(f"raytsystem universe: serving {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()

@@ -1,0 +1,330 @@
+"""The service layer: one workspace and its ledger, and every operation on them.
+
+`Session` is what the front ends (the CLI, the MCP server, the Universe server) call, and the
+Python API a program imports:
+
+    from raytsystem.api import Session
+
+    with Session.open("/path/to/workspace") as kb:
+        kb.ingest()
+        answer = kb.query("How long do refunds take?")
+        for citation in answer.citations:
+            print(citation.claim.statement, citation.claim.evidence[0].source_path)
+
+A session opens what an operation needs when it runs and closes it after: a query reads the
+ledger through a read-only snapshot (`storage.reader`, no SQLAlchemy on that path, so a
+query process starts fast), the other operations through the ledger's engine, opened once
+per session. Writers (ingest, review, index rebuild, unpack) take the workspace's writer
+lock. Errors are `errors.RaytError`s with stable codes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .workspace import Workspace, init_workspace
+
+if TYPE_CHECKING:
+    from .pipeline.ingest import IngestReport
+    from .pipeline.query import Answer
+    from .pipeline.verify import VerifyReport
+    from .progress import Progress
+    from .storage.blobs import DiskBlobStore
+    from .storage.db import Ledger
+    from .storage.reader import Reader
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
+
+
+def prepare_process() -> bool:
+    """Settings for a process whose one job is this session's commands (SQLite's threading
+    mode, `storage.sqlite_tuning`). Call before the process opens any SQLite connection;
+    True when they took."""
+    from .storage.sqlite_tuning import tune_process
+
+    return tune_process()
+
+
+class Session:
+    """A workspace (`ws`) with its ledger (`database_url`; the workspace's embedded SQLite
+    ledger by default). Paths given to its operations are relative to `cwd` (default: the
+    workspace's root) or absolute."""
+
+    def __init__(
+        self, ws: Workspace, database_url: str | None = None, *, cwd: Path | None = None
+    ) -> None:
+        self.ws = ws
+        self.database_url = database_url or ws.default_database_url
+        self.cwd = cwd or ws.root
+        self._ledger: Ledger | None = None
+
+    @classmethod
+    def open(
+        cls,
+        workspace: str | Path | None = None,
+        *,
+        database_url: str | None = None,
+        cwd: Path | None = None,
+    ) -> Session:
+        """The workspace at `workspace`, or the nearest one at or above `cwd`."""
+        here = cwd or Path.cwd()
+        ws = Workspace.open(here / workspace) if workspace else Workspace.find(here)
+        return cls(ws, database_url, cwd=here)
+
+    @classmethod
+    def init(
+        cls, folder: Path, *, database_url: str | None = None, cwd: Path | None = None
+    ) -> tuple[Session, list[str]]:
+        """Make `folder` a workspace (safe to run again) with its ledger; returns the session
+        and what was created."""
+        folder.mkdir(parents=True, exist_ok=True)
+        ws, created = init_workspace(folder)
+        session = cls(ws, database_url, cwd=cwd)
+        session.ledger(create=True)
+        return session, created
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    # --- what operations open ---------------------------------------------------------------
+
+    def ledger(self, *, create: bool = False) -> Ledger:
+        """The ledger, opened (and migrated when behind) on first use; `create=False` refuses
+        to make a new one."""
+        if self._ledger is None:
+            from .storage.db import open_ledger
+
+            if self.database_url == self.ws.default_database_url:
+                self.ws.state_dir.mkdir(exist_ok=True)
+            self._ledger = open_ledger(self.database_url, create=create)
+        return self._ledger
+
+    @property
+    def blobs(self) -> DiskBlobStore:
+        from .storage.blobs import DiskBlobStore
+
+        return DiskBlobStore(self.ws.raw_dir)
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[Reader]:
+        from .storage.reader import open_reader
+
+        reader = open_reader(self.database_url)
+        try:
+            yield reader
+        finally:
+            reader.close()
+
+    @contextlib.contextmanager
+    def _writing(self, lock_timeout: float) -> Iterator[Ledger]:
+        from .storage.lock import writer_lock
+
+        ledger = self.ledger()
+        with writer_lock(self.ws.state_dir, ledger, lock_timeout):
+            yield ledger
+
+    def workspace_path(self, path: str) -> str:
+        """A path a user typed (relative to `cwd`, or absolute) as a workspace path."""
+        return self.ws.rel_from_cli(path, self.cwd)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        paths: Sequence[str] = (),
+        *,
+        jobs: int | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Ingest the workspace (or only `paths`) and make the next generation if anything
+        changed."""
+        from .pipeline.ingest import ingest
+
+        scope = [self.workspace_path(p) for p in paths]
+        ledger = self.ledger(create=True)
+        return ingest(
+            self.ws, ledger, scope, jobs=jobs, lock_timeout=lock_timeout, progress=progress
+        )
+
+    def review(
+        self, generation: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> dict[str, Any]:
+        """Audit a generation: write its report under ops/reviews/ and a Review row."""
+        from .pipeline.review import review
+        from .storage import generations
+        from .workspace import REVIEWS_DIR
+
+        with self._writing(lock_timeout) as ledger, ledger.transaction() as conn:
+            gen = generations.generation_or_head(conn, generation)
+            return review(conn, self.blobs, gen, self.ws.root / REVIEWS_DIR)
+
+    def rebuild_index(
+        self,
+        generation: str | None = None,
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Rebuild a generation's index (default: the current one's) from the ledger alone."""
+        from .pipeline.indexing import rebuild
+        from .storage import generations
+
+        with self._writing(lock_timeout) as ledger, ledger.reading() as conn:
+            gen = generations.generation_or_head(conn, generation)
+            return rebuild(self.ws.index_dir, conn, self.blobs, gen, progress)
+
+    def unpack(self, pack: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict[str, Any]:
+        """Store each intact blob of a damaged pack on its own and remove the pack."""
+        name = Path(pack).name  # as verify names it, or a path to it: the store checks the form
+        with self._writing(lock_timeout):
+            kept, damaged = self.blobs.unpack(name)
+        return {"pack": name, "kept": len(kept), "damaged": damaged}
+
+    # --- answering -------------------------------------------------------------------------
+
+    def query(
+        self,
+        text: str,
+        *,
+        limit: int = 5,
+        generation: str | None = None,
+        expect_generation: str | None = None,
+    ) -> Answer:
+        """An answer from verified, confirmed claims, or a gap; fails closed on a mismatch."""
+        from .pipeline.query import query
+
+        with self._reader() as reader:
+            return query(
+                reader,
+                self.blobs,
+                self.ws.index_dir,
+                text,
+                limit=limit,
+                generation=generation,
+                expect_generation=expect_generation,
+            )
+
+    def search(
+        self, text: str, *, limit: int = 10, claims: bool = False, generation: str | None = None
+    ) -> dict[str, Any]:
+        """The blocks (or confirmed claims) that hold the words; not a verified answer."""
+        from .pipeline.search import search
+
+        kind = "claim" if claims else "segment"
+        with self._reader() as reader:
+            return search(
+                reader,
+                self.blobs,
+                self.ws.index_dir,
+                text,
+                limit=limit,
+                kind=kind,
+                generation=generation,
+            )
+
+    def bundle(
+        self, task: str, *, max_tokens: int = 4000, generation: str | None = None
+    ) -> dict[str, Any]:
+        """A deterministic, verified context bundle for an agent about to do `task`."""
+        from .pipeline.bundle import bundle
+
+        with self._reader() as reader:
+            return bundle(
+                reader,
+                self.blobs,
+                self.ws.index_dir,
+                task,
+                max_tokens=max_tokens,
+                generation=generation,
+            )
+
+    def evaluate(
+        self, dataset: Path, *, k: int | None = None, generation: str | None = None
+    ) -> dict[str, Any]:
+        """Retrieval figures on a dataset of questions (`raytsystem eval`)."""
+        from .pipeline.evaluate import evaluate, load_dataset
+
+        data = load_dataset(dataset if dataset.is_absolute() else self.cwd / dataset)
+        with self._reader() as reader:
+            return evaluate(reader, self.blobs, self.ws.index_dir, data, k=k, generation=generation)
+
+    # --- looking -----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The workspace, the ledger, the current generation and the last ingest."""
+        from .pipeline.show import status
+        from .storage.db import redact
+
+        ledger = self.ledger(create=True)
+        with ledger.reading() as conn:
+            return {
+                "workspace": str(self.ws.root),
+                "database": redact(ledger.url),
+                "id_scheme": ledger.id_scheme,
+                **status(conn),
+            }
+
+    def history(self, path: str) -> dict[str, Any]:
+        """The revisions of the source at `path` and the generations each was active in."""
+        from .pipeline.show import history
+
+        rel = self.workspace_path(path)
+        with self.ledger().reading() as conn:
+            return history(conn, rel)
+
+    def show(self, object_id: str) -> dict[str, Any]:
+        """Any object with its chain, and the current generation."""
+        from .pipeline.show import show
+        from .storage import generations
+
+        with self.ledger().reading() as conn:
+            current = generations.head(conn)
+            return {
+                "current_generation": current.to_json() if current else None,
+                **show(conn, self.blobs, object_id),
+            }
+
+    def generations(self) -> list[dict[str, Any]]:
+        from .pipeline.show import list_generations
+
+        with self.ledger().reading() as conn:
+            return list_generations(conn)
+
+    def diff(self, from_generation: str, to_generation: str) -> dict[str, Any]:
+        """Claims added, removed and changed in status between two generations."""
+        from .pipeline.show import diff
+
+        with self.ledger().reading() as conn:
+            return diff(conn, from_generation, to_generation)
+
+    def verify(self, *, progress: Progress | None = None) -> VerifyReport:
+        """The full integrity check; changes nothing."""
+        from .pipeline.verify import verify
+
+        ledger = self.ledger()
+        with ledger.reading() as conn:
+            return verify(conn, ledger.ids, self.blobs, self.ws.index_dir, progress=progress)
+
+    def graph(
+        self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES
+    ) -> dict[str, Any]:
+        """The evidence graph of a generation (the Universe page's data)."""
+        from .pipeline.graph import graph
+        from .storage import generations
+
+        with self.ledger().reading() as conn:
+            gen = generations.generation_or_head(conn, generation)
+            return graph(conn, gen, max_nodes=max_nodes)

@@ -1,0 +1,245 @@
+"""How the CLI shows each command's result as text (with `--json` it prints the JSON instead).
+
+One function per command, each taking what the service layer returned. Every line goes
+through `click.echo`, which writes text as text whatever it holds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from .pipeline.ingest import IngestReport
+    from .pipeline.query import Answer
+    from .pipeline.verify import VerifyReport
+
+
+def init(workspace: str, created: list[str]) -> None:
+    click.echo(f"workspace {workspace}")
+    for item in created or ["(nothing to create: already a workspace)"]:
+        click.echo(f"  + {item}" if created else f"  {item}")
+    click.echo("next: add Markdown under knowledge/ or docs/, then `raytsystem ingest`")
+
+
+def ingest(report: IngestReport) -> None:
+    gen = report.generation
+    if report.created and gen is not None:
+        click.echo(f"generation {gen.number} {gen.hash[:16]} created")
+    elif gen is not None:
+        click.echo(f"no change: generation {gen.number} {gen.hash[:16]} stays current")
+    else:
+        click.echo("no change: nothing to ingest yet")
+    click.echo(
+        f"  scanned {report.scanned} files: {report.unchanged} unchanged, "
+        f"{report.new_revisions} new revisions ({report.new_sources} new sources), "
+        f"{report.removed_sources} removed"
+    )
+    click.echo(
+        f"  claims +{report.claims_added} -{report.claims_removed} ~{report.claims_changed} "
+        f"(added, removed, new status or evidence)  ({report.seconds:.2f}s)"
+    )
+    for f in sorted(report.findings):
+        click.echo(f"  {f.severity}[{f.code}] {f.subject}: {f.message}")
+
+
+def status(r: dict[str, Any]) -> None:
+    click.echo(f"workspace  {r['workspace']}")
+    click.echo(f"database   {r['database']}")
+    if r["id_scheme"] is not None:
+        click.echo(f"ID scheme  {r['id_scheme']} (ADR 0030)")
+    g = r["generation"]
+    if g:
+        click.echo(
+            f"generation {g['number']} {g['hash'][:16]} ({g['created_at']}): "
+            f"{g['active_sources']} sources, {g['active_claims']} claims (any status)"
+        )
+    else:
+        click.echo("generation none yet: run `raytsystem ingest`")
+    c = r["ledger_counts"]
+    click.echo(
+        f"ledger     {c['sources']} sources, {c['revisions']} revisions, "
+        f"{c['normalizations']} normalizations, {c['claims']} claims"
+    )
+    last = r["last_ingest"]
+    if last:
+        made = "new generation" if last["created_generation"] else "no change"
+        click.echo(f"last ingest {last['finished_at']}: {made}, {last['findings']} findings")
+
+
+def history(r: dict[str, Any]) -> None:
+    s = r["source"]
+    click.echo(f"{s['path']}  {s['id']}")
+    for rev in r["revisions"]:
+        spans = (
+            ", ".join(
+                f"{x['from']}–{x['to'] - 1}" if x["to"] else f"{x['from']}–now"
+                for x in rev["active_in_generations"]
+            )
+            or "never active"
+        )
+        mark = "*" if rev["id"] == r["current_revision"] else " "
+        click.echo(
+            f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}"
+        )
+    if r["removed_in_generation"]:
+        click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
+
+
+def generations(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        click.echo("no generations yet: run `raytsystem ingest`")
+    for g in rows:
+        mark = "*" if g["current"] else " "
+        s = g["summary"]
+        click.echo(
+            f"{mark} {g['number']:>4}  {g['hash'][:16]}  {g['created_at']}  {g['sources']} sources  "
+            f"{g['claims']} claims  (+{s.get('claims_added', 0)} -{s.get('claims_removed', 0)} "
+            f"~{s.get('claims_changed', 0)})"
+        )
+
+
+def diff(r: dict[str, Any]) -> None:
+    click.echo(f"generation {r['from']['number']} -> {r['to']['number']}")
+    for c in r["added"]:
+        click.echo(f"+ {c['id']}  {c['source_path']}: {c['statement']}")
+    for c in r["removed"]:
+        click.echo(f"- {c['id']}  {c['source_path']}: {c['statement']}")
+    for c in r["status_changed"]:
+        click.echo(f"~ {c['id']}  {c['from_status']} -> {c['to_status']}: {c['statement']}")
+    if r["evidence_changed"]:
+        click.echo(f"  ({len(r['evidence_changed'])} claims kept with new evidence)")
+    if not (r["added"] or r["removed"] or r["status_changed"]):
+        click.echo("no claim added, removed or changed in status")
+
+
+def query(answer: Answer) -> None:
+    g = answer.generation
+    if answer.status == "gap":
+        click.echo(f"gap: no confirmed claim answers this (generation {g.number} {g.hash[:16]})")
+        return
+    click.echo(answer.answer)
+    click.echo()
+    for c in answer.citations:
+        for e in c.claim.evidence:
+            where = f"{e.source_path}:{e.line_start}"
+            if e.line_end != e.line_start:
+                where += f"-{e.line_end}"
+            click.echo(
+                f"[{c.number}] {where}  ({c.claim.authority}, {e.role})  sha256 {e.sha256[:16]}"
+            )
+    click.echo(f"verified against generation {g.number} {g.hash[:16]}")
+
+
+def search(r: dict[str, Any]) -> None:
+    if not r["hits"]:
+        click.echo("no match")
+    for h in r["hits"]:
+        where = h["source_path"]
+        if h.get("lines"):
+            where += f":{h['lines']['start']}"
+        heading = " > ".join(h["heading_path"])
+        click.echo(f"{where}  [{h['kind']}]  {heading}")
+        body = " ".join(h["text"].split())
+        click.echo(f"    {body[:200]}{'…' if len(body) > 200 else ''}")
+
+
+def review(r: dict[str, Any]) -> None:
+    g, c = r["generation"], r["counts"]
+    click.echo(
+        f"review of generation {g['number']} {g['hash'][:16]}: "
+        f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} info"
+    )
+    for f in r["findings"]:
+        click.echo(f"  {f['severity']}[{f['code']}] {f['message']}")
+        click.echo(f"      {', '.join(f['subjects'])}")
+    click.echo("report: " + ", ".join(r["files"]))
+
+
+def verify(report: VerifyReport) -> None:
+    c = report.counts
+    hashed = report.hash_seconds
+    rate = report.raw_bytes / 1e6 / hashed if hashed > 0 else 0
+    click.echo(
+        f"{'ok' if report.ok else 'PROBLEMS FOUND'}: {c.get('blobs', 0)} blobs "
+        f"({report.raw_bytes / 1e6:.1f} MB at {round(rate, 1):.0f} MB/s), "
+        f"{c.get('claims', 0)} claims, {c.get('evidence', 0)} evidence, "
+        f"{c.get('generations', 0)} generations, {c.get('indexes', 0)} indexes "
+        f"in {report.seconds:.2f}s"
+    )
+    for f in report.to_json()["findings"]:
+        click.echo(f"  {f['severity']}[{f['code']}] {f['subject']}: {f['message']}")
+
+
+def unpack(r: dict[str, Any]) -> None:
+    click.echo(f"unpacked {r['pack']}: {r['kept']} blob(s) kept on their own")
+    for address in r["damaged"]:
+        click.echo(f"  damaged, not kept: {address}")
+
+
+def evaluation(r: dict[str, Any]) -> None:
+    m, k = r["metrics"], r["k"]
+    number = r["generation"]["number"] if r["generation"] else "-"
+    click.echo(f"{r['dataset']}: {m['cases']} cases, generation {number}")
+    rows = [
+        (f"recall@{k}", m["recall_at_k"]),
+        (f"MRR@{k}", m["mrr_at_k"]),
+        ("top-1", m["top1"]),
+        (f"claim recall@{k}", m["claim_recall_at_k"]),
+        ("citation precision", m["citation_precision"]),
+        ("contamination", m["contamination"]),
+        ("must contain", m["must_contain"]),
+        ("must not contain", m["must_not_contain"]),
+        ("repeatable", m["repeatable"]),
+    ]
+    for name, value in rows:
+        if value is not None:
+            click.echo(f"  {name:<20} {value:.4f}")
+    latency = m["latency_ms"]
+    click.echo(f"  {'latency p50 / p95':<20} {latency['p50']:.1f} / {latency['p95']:.1f} ms")
+    if not r["passed"]:
+        click.echo(
+            f"FAILED: recall@{k} {m['recall_at_k']:.4f} is below --min-recall {r['min_recall']}"
+        )
+
+
+def bundle(r: dict[str, Any]) -> None:
+    b = r["budget"]
+    click.echo(
+        f"{len(r['items'])} items, ~{b['estimated_tokens']} of {b['max_tokens']} tokens "
+        f"(generation {r['generation']['number']}), bundle {r['bundle_sha256'][:16]}"
+    )
+    for item in r["items"]:
+        cut = " (shortened)" if item["shortened"] else ""
+        click.echo(
+            f"{item['rank']:>3}. {item['source_path']}:{item['lines']['start']}  "
+            f"[{item['kind']}]{cut}  {item['why']}"
+        )
+        click.echo(f"     {' '.join(item['text'].split())[:160]}")
+    if r["must_read"]:
+        click.echo("read in full before acting: " + ", ".join(r["must_read"]))
+    if r["omitted"]:
+        click.echo(f"{len(r['omitted'])} more items did not fit the budget")
+
+
+def universe(r: dict[str, Any], max_nodes: int) -> None:
+    c = r["counts"]
+    click.echo(
+        f"wrote {r['path']}: {c['nodes']} nodes, {c['edges']} edges "
+        f"(generation {r['generation']['number']})"
+    )
+    if r["truncated"]:
+        left = r["truncated"]["claims_left_out"]
+        click.echo(f"  {left} claims left out to stay under {max_nodes} nodes")
+
+
+def rebuilt_index(r: dict[str, Any]) -> None:
+    g = r["generation"]
+    click.echo(
+        f"index of generation {g['number']} {g['hash'][:16]} rebuilt: {r['documents']} documents"
+    )
+    click.echo(f"  rows digest {r['rows_digest']}")
+    if r["previous_rows_digest"]:
+        same = "same as" if r["same_as_previous"] else "DIFFERENT from"
+        click.echo(f"  {same} the index it replaced")
