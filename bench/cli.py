@@ -23,7 +23,7 @@ WARM_MODULES = (
     "pipeline.query",
     "pipeline.search",
     "pipeline.verify",
-    "pipeline.inspect",
+    "pipeline.show",
 )
 
 
