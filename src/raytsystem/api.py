@@ -30,7 +30,7 @@ from .workspace import Workspace, init_workspace
 if TYPE_CHECKING:
     from .pipeline.ingest import IngestReport
     from .pipeline.query import Answer
-    from .pipeline.verify import VerifyReport
+    from .pipeline.verify_report import VerifyReport
     from .progress import Progress
     from .storage.blobs import DiskBlobStore
     from .storage.db import Ledger

@@ -13,7 +13,7 @@ import click
 if TYPE_CHECKING:
     from .pipeline.ingest import IngestReport
     from .pipeline.query import Answer
-    from .pipeline.verify import VerifyReport
+    from .pipeline.verify_report import VerifyReport
 
 
 def init(workspace: str, created: list[str]) -> None:

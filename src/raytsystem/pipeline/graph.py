@@ -14,19 +14,18 @@ kept claims come with them. `truncated` says what was left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
-
-from sqlalchemy import Connection, select
+from typing import TYPE_CHECKING, Any
 
 from ..ids import make_id
-from ..storage import generations
+from ..storage import generations, views
 from ..storage import states as state
-from ..storage.tables import Claim, Evidence, Normalization, Segment
-from ..storage.tables import ClaimState as ClaimStateRow
+from ..storage.views import ActiveClaim
 from ..workspace import is_note
 from .manual import Note, _notes_from_ledger
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 DEFAULT_MAX_NODES = 20_000
 LABEL_CHARS = 160
@@ -45,38 +44,78 @@ def graph(
     conn: Connection, generation: generations.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES
 ) -> dict[str, Any]:
     sources = state.active_sources(conn, generation.number)
-    by_source_id = {a.source_id: a for a in sources.values()}
     notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
-    claim_rows = conn.execute(
-        select(
-            ClaimStateRow.c.claim_id,
-            ClaimStateRow.c.source_id,
-            ClaimStateRow.c.status,
-            ClaimStateRow.c.claim_hash,
-            ClaimStateRow.c.evidence_ids,
-            Claim.c.statement,
-            Claim.c.authority,
-        )
-        .join(Claim, Claim.c.id == ClaimStateRow.c.claim_id)
-        .where(state.active(ClaimStateRow, generation.number))
-        .order_by(ClaimStateRow.c.claim_id)
-    ).all()
-
+    claims = views.active_claims(conn, generation.number)
     entities = {
         entity_id(e["name"]): e
         for n in sorted(notes.values(), key=lambda n: n.path)
         for e in n.meta.get("entities", [])
     }
-    fixed = len(sources) + len(entities)
-    must = [r for r in claim_rows if r.authority == "manual" or r.status != "confirmed"]
-    rest = [r for r in claim_rows if not (r.authority == "manual" or r.status != "confirmed")]
-    # Each kept claim brings up to ~3 chain nodes (segment; revision and raw are per source).
-    budget = max(0, (max_nodes - fixed - 2 * len(sources)) // 2)
-    kept = must + rest[: max(0, budget - len(must))]
-    kept.sort(key=lambda r: r.claim_id)
+    kept = _kept_claims(claims, len(sources) + len(entities), len(sources), max_nodes)
+    nodes = _source_nodes(sources, notes)
+    edges = _source_edges(sources)
+    nodes += [
+        {"id": eid, "kind": "entity", "label": e["name"], "description": e["description"]}
+        for eid, e in sorted(entities.items())
+    ]
+    evidence = views.evidence_links(conn, [e for c in kept for e in c.evidence_ids])
+    segment_ids = sorted({ev.segment_id for ev in evidence.values()})
+    segments = views.segment_places(conn, segment_ids)
+    for seg_id in segment_ids:
+        if seg_id in segments:
+            nodes.append(_segment_node(seg_id, segments[seg_id]))
+            edges.append(
+                {"source": seg_id, "target": segments[seg_id].revision_id, "kind": "in_revision"}
+            )
+    by_source_id = {a.source_id: a for a in sources.values()}
+    for c in kept:
+        nodes.append(_claim_node(c, by_source_id))
+        edges.extend(_claim_edges(c, evidence))
+    edges.extend(_note_edges(notes.values(), sources, entities, {c.claim_id for c in kept}))
+    node_ids = {n["id"] for n in nodes}
+    edges = [e for e in edges if e["source"] in node_ids and e["target"] in node_ids]
+    left_out = len(claims) - len(kept)
+    return {
+        "schema_version": "1",
+        "generation": generation.to_json(),
+        "counts": {
+            "sources": len(sources),
+            "claims": len(claims),
+            "entities": len(entities),
+            "nodes": len(nodes),
+            "edges": len(edges),
+        },
+        "truncated": {
+            "claims_left_out": left_out,
+            "claims_shown": len(kept),
+            "max_nodes": max_nodes,
+        }
+        if left_out
+        else None,
+        "nodes": nodes,
+        "edges": sorted(edges, key=lambda e: (e["kind"], e["source"], e["target"])),
+    }
 
+
+def _kept_claims(
+    claims: list[ActiveClaim], fixed: int, source_count: int, max_nodes: int
+) -> list[ActiveClaim]:
+    """The claims the graph shows, by ID: manual and unconfirmed ones always, then extracted
+    ones by ID as far as `max_nodes` allows beside the `fixed` nodes (sources, entities)."""
+    must = [c for c in claims if c.authority == "manual" or c.status != "confirmed"]
+    rest = [c for c in claims if not (c.authority == "manual" or c.status != "confirmed")]
+    # Each kept claim brings up to ~3 chain nodes (segment; revision and raw are per source).
+    budget = max(0, (max_nodes - fixed - 2 * source_count) // 2)
+    kept = must + rest[: max(0, budget - len(must))]
+    kept.sort(key=lambda c: c.claim_id)
+    return kept
+
+
+def _source_nodes(
+    sources: dict[str, state.ActiveSource], notes: dict[str, Note]
+) -> list[dict[str, Any]]:
+    """Each source (or note) with its revision and raw blob, by path."""
     nodes: list[dict[str, Any]] = []
-    edges: list[dict[str, str]] = []
     for a in sorted(sources.values(), key=lambda a: a.path):
         note = notes.get(a.path)
         nodes.append(
@@ -98,106 +137,55 @@ def graph(
             }
         )
         nodes.append({"id": f"raw:{a.blob}", "kind": "raw", "label": a.blob[:16], "blake3": a.blob})
+    return nodes
+
+
+def _source_edges(sources: dict[str, state.ActiveSource]) -> list[dict[str, str]]:
+    edges = []
+    for a in sorted(sources.values(), key=lambda a: a.path):
         edges.append({"source": a.revision_id, "target": a.source_id, "kind": "revision_of"})
         edges.append({"source": a.revision_id, "target": f"raw:{a.blob}", "kind": "raw"})
-    for eid, e in sorted(entities.items()):
-        nodes.append(
-            {"id": eid, "kind": "entity", "label": e["name"], "description": e["description"]}
-        )
+    return edges
 
-    evidence_ids = [e for r in kept for e in json.loads(r.evidence_ids)]
-    evidence = _evidence(conn, evidence_ids)
-    segment_ids = sorted({ev[1] for ev in evidence.values()})
-    segments = _segments(conn, segment_ids)
-    for seg_id in segment_ids:
-        if seg_id in segments:
-            kind, heading, revision = segments[seg_id]
-            nodes.append(
-                {
-                    "id": seg_id,
-                    "kind": "segment",
-                    "label": f"{kind}: {' › '.join(heading)}" if heading else kind,
-                    "segment_kind": kind,
-                }
-            )
-            edges.append({"source": seg_id, "target": revision, "kind": "in_revision"})
-    claim_ids = set()
-    for r in kept:
-        claim_ids.add(r.claim_id)
-        nodes.append(
-            {
-                "id": r.claim_id,
-                "kind": "claim",
-                "label": _label(r.statement),
-                "statement": r.statement,
-                "status": r.status,
-                "authority": r.authority,
-                "hash": r.claim_hash,
-                "source_id": r.source_id,
-                "path": by_source_id[r.source_id].path if r.source_id in by_source_id else None,
-            }
-        )
-        edges.append({"source": r.claim_id, "target": r.source_id, "kind": "in_source"})
-        for eid in json.loads(r.evidence_ids):
-            if eid in evidence:
-                role, seg_id = evidence[eid][0], evidence[eid][1]
-                edges.append(
-                    {
-                        "source": r.claim_id,
-                        "target": seg_id,
-                        "kind": "evidence" if role == "statement" else "cites",
-                    }
-                )
-    edges.extend(_note_edges(notes.values(), sources, entities, claim_ids))
-    node_ids = {n["id"] for n in nodes}
-    edges = [e for e in edges if e["source"] in node_ids and e["target"] in node_ids]
-    left_out = len(claim_rows) - len(kept)
+
+def _segment_node(seg_id: str, place: views.SegmentPlace) -> dict[str, Any]:
+    kind, heading = place.kind, place.heading_path
     return {
-        "schema_version": "1",
-        "generation": generation.to_json(),
-        "counts": {
-            "sources": len(sources),
-            "claims": len(claim_rows),
-            "entities": len(entities),
-            "nodes": len(nodes),
-            "edges": len(edges),
-        },
-        "truncated": {
-            "claims_left_out": left_out,
-            "claims_shown": len(kept),
-            "max_nodes": max_nodes,
-        }
-        if left_out
-        else None,
-        "nodes": nodes,
-        "edges": sorted(edges, key=lambda e: (e["kind"], e["source"], e["target"])),
+        "id": seg_id,
+        "kind": "segment",
+        "label": f"{kind}: {' › '.join(heading)}" if heading else kind,
+        "segment_kind": kind,
     }
 
 
-def _evidence(conn: Connection, ids: list[str]) -> dict[str, tuple[str, str]]:
-    out = {}
-    for part in state.chunks(sorted(set(ids))):
-        for eid, role, seg in conn.execute(
-            select(Evidence.c.id, Evidence.c.role, Evidence.c.segment_id).where(
-                Evidence.c.id.in_(part)
-            )
-        ):
-            out[eid] = (role, seg)
-    return out
+def _claim_node(c: ActiveClaim, by_source_id: dict[str, state.ActiveSource]) -> dict[str, Any]:
+    return {
+        "id": c.claim_id,
+        "kind": "claim",
+        "label": _label(c.statement),
+        "statement": c.statement,
+        "status": c.status,
+        "authority": c.authority,
+        "hash": c.claim_hash,
+        "source_id": c.source_id,
+        "path": by_source_id[c.source_id].path if c.source_id in by_source_id else None,
+    }
 
 
-def _segments(conn: Connection, ids: list[str]) -> dict[str, tuple[str, list[str], str]]:
-    out = {}
-    for part in state.chunks(ids):
-        for seg_id, kind, heading, revision in conn.execute(
-            select(
-                Segment.c.id, Segment.c.kind, Segment.c.heading_path, Normalization.c.revision_id
+def _claim_edges(c: ActiveClaim, evidence: dict[str, views.EvidenceLink]) -> list[dict[str, str]]:
+    """A claim's source, and the segments its evidence points into."""
+    edges = [{"source": c.claim_id, "target": c.source_id, "kind": "in_source"}]
+    for eid in c.evidence_ids:
+        if eid in evidence:
+            role, seg_id = evidence[eid]
+            edges.append(
+                {
+                    "source": c.claim_id,
+                    "target": seg_id,
+                    "kind": "evidence" if role == "statement" else "cites",
+                }
             )
-            .join(Normalization, Normalization.c.id == Segment.c.normalization_id)
-            .where(Segment.c.id.in_(part))
-        ):
-            out[seg_id] = (kind, json.loads(heading), revision)
-    return out
+    return edges
 
 
 def _note_edges(

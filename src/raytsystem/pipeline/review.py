@@ -26,22 +26,23 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
-
-from sqlalchemy import Connection, insert, select
+from typing import TYPE_CHECKING, Any, Final
 
 from ..canonical import canonical_json
 from ..ids import make_id
-from ..storage import generations
+from ..storage import generations, reviews, views
 from ..storage import states as state
 from ..storage.blobs import BlobStore
-from ..storage.tables import Claim, Evidence, Normalization, Review, Source, SourceState
-from ..storage.tables import ClaimState as ClaimStateRow
+from ..storage.views import ActiveClaim
 from ..workspace import is_note
 from .files import now_iso
-from .manual import MESSAGES, Texts, _link_exists, _notes_from_ledger, locate
+from .manual import MESSAGES, Note, Texts, _link_exists, _notes_from_ledger, locate
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 SEVERITY_ORDER: Final = {"error": 0, "warning": 1, "info": 2}
 _WORD: Final = re.compile(r"[^\W_]+")
@@ -93,36 +94,6 @@ def _finding(severity: str, code: str, subjects: list[str], message: str) -> Rev
     return ReviewFinding(SEVERITY_ORDER[severity], code, tuple(subjects), message)
 
 
-@dataclass
-class ActiveClaim:
-    id: str
-    source_id: str
-    path: str
-    authority: str
-    statement: str
-    status: str
-    evidence_ids: list[str]
-
-
-def _active_claims(conn: Connection, number: int) -> list[ActiveClaim]:
-    rows = conn.execute(
-        select(
-            ClaimStateRow.c.claim_id,
-            ClaimStateRow.c.source_id,
-            Source.c.path,
-            Claim.c.authority,
-            Claim.c.statement,
-            ClaimStateRow.c.status,
-            ClaimStateRow.c.evidence_ids,
-        )
-        .join(Claim, Claim.c.id == ClaimStateRow.c.claim_id)
-        .join(Source, Source.c.id == ClaimStateRow.c.source_id)
-        .where(state.active(ClaimStateRow, number))
-        .order_by(ClaimStateRow.c.claim_id)
-    )
-    return [ActiveClaim(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
-
-
 def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
     """(words with numbers masked and negations dropped, the numbers, negated?)."""
     words = [w.casefold() for w in _WORD.findall(statement.replace("'", "").replace("’", ""))]
@@ -135,191 +106,167 @@ def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
 def audit(
     conn: Connection, blobs: BlobStore, generation: generations.GenerationRef
 ) -> list[ReviewFinding]:
+    """What a review of `generation` finds, in order (severity, code, subjects)."""
     number = generation.number
-    findings: list[ReviewFinding] = []
-    claims = _active_claims(conn, number)
+    # A claim whose source row is missing is left out (verify reports the dangling reference).
+    claims = [c for c in views.active_claims(conn, number) if c.path is not None]
     sources = state.active_sources(conn, number)
     notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
+    paths = {a.path: a.normalization_id for a in sources.values()}
+    texts = Texts(conn, blobs, paths)
+    by_id = {c.claim_id: c for c in claims}
+    findings = [
+        *_note_findings(conn, texts, notes, paths, by_id, number),
+        *_duplicates(claims),
+        *_possible_contradictions(claims),
+        *_withdrawn_still_cited(conn, claims, by_id),
+        *_normalize_failures(conn, number),
+    ]
+    return sorted(set(findings))
 
-    # Manual claims: why unverified, and whether a once-verified citation went stale.
-    texts = Texts(conn, blobs, {a.path: a.normalization_id for a in sources.values()})
-    by_id = {c.id: c for c in claims}
+
+def _note_findings(
+    conn: Connection,
+    texts: Texts,
+    notes: dict[str, Note],
+    paths: dict[str, str | None],
+    by_id: dict[str, ActiveClaim],
+    number: int,
+) -> Iterator[ReviewFinding]:
+    """Manual notes: why a claim is unverified and whether a once-verified citation went
+    stale, invalid front matter, dead links, retractions or disputes of unknown claims.
+    `paths`: the active sources' paths and normalizations."""
     for note in sorted(notes.values(), key=lambda n: n.path):
         for entry in note.meta["claims"]:
             claim = by_id.get(entry["id"])
-            if claim is None or claim.status != "unverified":
-                continue
-            reasons = [p["message"] for p in entry["problems"]]
-            stale = False
-            for citation in entry["citations"]:
-                outcome, hit = locate(texts, citation["path"], citation["quote"])
-                if hit is None:
-                    reasons.append(MESSAGES[outcome].format(**citation))
-                    stale = stale or (
-                        outcome == "citation_not_found" and _cited_before(conn, claim.id, number)
-                    )
-            if note.meta.get("note_error"):
-                reasons.append(note.meta["note_error"])
-            findings.append(
-                _finding(
-                    "warning",
-                    "unverified_claim",
-                    [claim.id, note.path],
-                    f"{claim.statement!r}: "
-                    + "; ".join(reasons or ["its citation could not be verified"]),
-                )
-            )
-            if stale:
-                findings.append(
-                    _finding(
-                        "warning",
-                        "stale_citation",
-                        [claim.id, note.path],
-                        f"{claim.statement!r}: a quote it cited was verified before and is gone "
-                        "from the source's current revision",
-                    )
-                )
+            if claim is not None and claim.status == "unverified":
+                yield from _unverified(conn, texts, note, entry, claim, number)
         if note.meta.get("note_error"):
-            findings.append(
-                _finding("error", "front_matter_invalid", [note.path], note.meta["note_error"])
-            )
-        all_paths = {a.path: a.normalization_id for a in sources.values()}
+            yield _finding("error", "front_matter_invalid", [note.path], note.meta["note_error"])
         for link in note.meta["links"]:
-            if not _link_exists(link, notes, all_paths):
-                findings.append(
-                    _finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing")
-                )
+            if not _link_exists(link, notes, paths):
+                yield _finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing")
         for cid in sorted(note.directives()):
             if cid not in by_id:
-                findings.append(
-                    _finding(
-                        "warning",
-                        "unknown_claim_id",
-                        [cid, note.path],
-                        f"{note.path} retracts or disputes {cid}, which is not an active claim",
-                    )
+                yield _finding(
+                    "warning",
+                    "unknown_claim_id",
+                    [cid, note.path],
+                    f"{note.path} retracts or disputes {cid}, which is not an active claim",
                 )
 
-    # Duplicates and contradictions among claims that count (not retracted).
+
+def _unverified(
+    conn: Connection,
+    texts: Texts,
+    note: Note,
+    entry: dict[str, Any],
+    claim: ActiveClaim,
+    number: int,
+) -> Iterator[ReviewFinding]:
+    """Why a manual claim is unverified; whether a quote it cited was verified before."""
+    reasons = [p["message"] for p in entry["problems"]]
+    stale = False
+    for citation in entry["citations"]:
+        outcome, hit = locate(texts, citation["path"], citation["quote"])
+        if hit is None:
+            reasons.append(MESSAGES[outcome].format(**citation))
+            stale = stale or (
+                outcome == "citation_not_found"
+                and reviews.cited_before(conn, claim.claim_id, number)
+            )
+    if note.meta.get("note_error"):
+        reasons.append(note.meta["note_error"])
+    yield _finding(
+        "warning",
+        "unverified_claim",
+        [claim.claim_id, note.path],
+        f"{claim.statement!r}: " + "; ".join(reasons or ["its citation could not be verified"]),
+    )
+    if stale:
+        yield _finding(
+            "warning",
+            "stale_citation",
+            [claim.claim_id, note.path],
+            f"{claim.statement!r}: a quote it cited was verified before and is gone "
+            "from the source's current revision",
+        )
+
+
+def _counted(claims: list[ActiveClaim]) -> Iterator[ActiveClaim]:
+    """The claims that count in a comparison: all but the retracted."""
+    return (c for c in claims if c.status != "retracted")
+
+
+def _duplicates(claims: list[ActiveClaim]) -> Iterator[ReviewFinding]:
+    """The same statement (3+ words, case and spacing aside) in several sources."""
     groups: dict[str, list[ActiveClaim]] = defaultdict(list)
-    shapes: dict[str, list[tuple[ActiveClaim, tuple[str, ...], bool]]] = defaultdict(list)
-    for c in claims:
-        if c.status == "retracted":
-            continue
+    for c in _counted(claims):
         key = " ".join(_WORD.findall(c.statement.casefold()))
         if len(key.split()) >= 3:
             groups[key].append(c)
-        shape, numbers, negated = _shape(c.statement)
-        if len(shape.split()) >= 3:
-            shapes[shape].append((c, numbers, negated))
     for key in sorted(groups):
         group = groups[key]
         if len({c.source_id for c in group}) > 1:
-            findings.append(
-                _finding(
-                    "info",
-                    "duplicate_statement",
-                    sorted(c.id for c in group),
-                    f"{group[0].statement!r} appears in {len({c.path for c in group})} sources: "
-                    + ", ".join(sorted({c.path for c in group})),
-                )
+            paths = sorted({c.path or "" for c in group})
+            yield _finding(
+                "info",
+                "duplicate_statement",
+                sorted(c.claim_id for c in group),
+                f"{group[0].statement!r} appears in {len(paths)} sources: " + ", ".join(paths),
             )
+
+
+def _possible_contradictions(claims: list[ActiveClaim]) -> Iterator[ReviewFinding]:
+    """Claims with the same words but different numbers or negation (a heuristic)."""
+    shapes: dict[str, list[tuple[ActiveClaim, tuple[str, ...], bool]]] = defaultdict(list)
+    for c in _counted(claims):
+        shape, numbers, negated = _shape(c.statement)
+        if len(shape.split()) >= 3:
+            shapes[shape].append((c, numbers, negated))
     for shape in sorted(shapes):
         members = shapes[shape]
         variants = {(numbers, negated) for _, numbers, negated in members}
         if len(variants) > 1:
-            findings.append(
-                _finding(
-                    "warning",
-                    "possible_contradiction",
-                    sorted(c.id for c, _, _ in members),
-                    f"{_HEURISTIC}: " + " | ".join(sorted({c.statement for c, _, _ in members})),
-                )
+            yield _finding(
+                "warning",
+                "possible_contradiction",
+                sorted(c.claim_id for c, _, _ in members),
+                f"{_HEURISTIC}: " + " | ".join(sorted({c.statement for c, _, _ in members})),
             )
 
-    # Current notes citing text whose claim is retracted or disputed.
+
+def _withdrawn_still_cited(
+    conn: Connection, claims: list[ActiveClaim], by_id: dict[str, ActiveClaim]
+) -> Iterator[ReviewFinding]:
+    """Current notes citing text whose claim is retracted or disputed."""
     withdrawn = [c for c in claims if c.status in ("retracted", "disputed")]
-    if withdrawn:
-        spans = _statement_spans(conn, [e for c in withdrawn for e in c.evidence_ids])
-        cited = _citation_spans(
-            conn, [e for c in claims if c.authority == "manual" for e in c.evidence_ids]
-        )
-        for w in withdrawn:
-            for eid in w.evidence_ids:
-                if eid not in spans:
-                    continue
-                seg, start, end = spans[eid]
-                for citing_claim, (cseg, cstart, cend) in cited:
-                    if cseg == seg and cstart < end and start < cend:
-                        findings.append(
-                            _finding(
-                                "warning",
-                                f"{w.status}_still_cited",
-                                [w.id, citing_claim],
-                                f"{by_id[citing_claim].path} cites {w.path}, whose claim "
-                                f"{w.statement!r} is {w.status}",
-                            )
-                        )
-
-    # Sources that could not be normalized.
-    failed = conn.execute(
-        select(Source.c.path, Normalization.c.id, Normalization.c.finding_message)
-        .join(SourceState, SourceState.c.normalization_id == Normalization.c.id)
-        .join(Source, Source.c.id == SourceState.c.source_id)
-        .where(state.active(SourceState, number), Normalization.c.status == "failed")
-    ).all()
-    for path, nid, message in failed:
-        findings.append(
-            _finding("error", "normalize_failed", [nid, path], message or "normalization failed")
-        )
-    return sorted(set(findings))
-
-
-def _cited_before(conn: Connection, claim_id: str, number: int) -> bool:
-    rows = conn.execute(
-        select(ClaimStateRow.c.evidence_ids)
-        .join(Claim, Claim.c.source_id == ClaimStateRow.c.source_id)
-        .where(
-            Claim.c.id == claim_id,
-            ClaimStateRow.c.claim_id == claim_id,
-            ClaimStateRow.c.gen_from < number,
-        )
-    ).all()
-    ids = {e for (ev,) in rows for e in json.loads(ev)}
-    if not ids:
-        return False
-    return (
-        conn.execute(
-            select(Evidence.c.id)
-            .where(Evidence.c.id.in_(sorted(ids)), Evidence.c.role == "citation")
-            .limit(1)
-        ).first()
-        is not None
+    if not withdrawn:
+        return
+    spans = reviews.statement_spans(conn, [e for c in withdrawn for e in c.evidence_ids])
+    cited = reviews.cited_spans(
+        conn, [e for c in claims if c.authority == "manual" for e in c.evidence_ids]
     )
+    for w in withdrawn:
+        for eid in w.evidence_ids:
+            if eid not in spans:
+                continue
+            seg, start, end = spans[eid]
+            for citing in cited:
+                if citing.segment_id == seg and citing.start < end and start < citing.end:
+                    yield _finding(
+                        "warning",
+                        f"{w.status}_still_cited",
+                        [w.claim_id, citing.claim_id],
+                        f"{by_id[citing.claim_id].path} cites {w.path}, whose claim "
+                        f"{w.statement!r} is {w.status}",
+                    )
 
 
-def _statement_spans(conn: Connection, ids: list[str]) -> dict[str, tuple[str, int, int]]:
-    out = {}
-    for part in state.chunks(sorted(set(ids))):
-        for eid, seg, start, end in conn.execute(
-            select(Evidence.c.id, Evidence.c.segment_id, Evidence.c.start, Evidence.c.end).where(
-                Evidence.c.id.in_(part), Evidence.c.role == "statement"
-            )
-        ):
-            out[eid] = (seg, start, end)
-    return out
-
-
-def _citation_spans(conn: Connection, ids: list[str]) -> list[tuple[str, tuple[str, int, int]]]:
-    out = []
-    for part in state.chunks(sorted(set(ids))):
-        for cid, seg, start, end in conn.execute(
-            select(
-                Evidence.c.claim_id, Evidence.c.segment_id, Evidence.c.start, Evidence.c.end
-            ).where(Evidence.c.id.in_(part), Evidence.c.role == "citation")
-        ):
-            out.append((cid, (seg, start, end)))
-    return sorted(out)
+def _normalize_failures(conn: Connection, number: int) -> Iterator[ReviewFinding]:
+    """Active sources that could not be normalized."""
+    for path, nid, message in reviews.failed_normalizations(conn, number):
+        yield _finding("error", "normalize_failed", [nid, path], message or "normalization failed")
 
 
 def review(
@@ -339,16 +286,7 @@ def review(
         "findings": findings,
     }
     body = canonical_json(report).decode("utf-8")
-    if conn.execute(select(Review.c.id).where(Review.c.id == review_id)).first() is None:
-        conn.execute(
-            insert(Review),
-            {
-                "id": review_id,
-                "generation_hash": generation.hash,
-                "created_at": now_iso(),
-                "report": body,
-            },
-        )
+    reviews.record_review(conn, review_id, generation.hash, now_iso(), body)
     reviews_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{generation.number:06d}-{generation.hash[:12]}"
     json_path = reviews_dir / f"{stem}.json"

@@ -1,0 +1,318 @@
+"""What `verify` reads: every row of the ledger, streamed, and each index file's own check.
+
+The whole-ledger reads are streams (`yield_per`): a caller holds what it keeps, never a table.
+Each returns the columns its check needs as a named tuple, in a fixed order where the check
+walks two streams side by side (segments and evidence, by normalization ID).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from sqlalchemy import Connection, func, select
+
+from . import index_file
+from .tables import (
+    Claim,
+    ClaimState,
+    Evidence,
+    Generation,
+    Head,
+    Normalization,
+    Revision,
+    Segment,
+    Source,
+    SourceState,
+)
+
+STREAM_ROWS = 5000  # rows fetched at a time by every stream here
+# The references check looks every reference up in its parent's B-tree: with SQLite's default
+# 2 MiB page cache that is more than twice as slow on a 10,000-file ledger as with this one,
+# as much as ingest's ledger connection has (staging.py).
+REFERENCE_CHECK_CACHE_MIB = 256
+
+R = TypeVar("R")
+
+
+def _stream(conn: Connection, stmt: Any, make: Callable[[Iterable[Any]], R]) -> Iterator[R]:
+    for row in conn.execution_options(yield_per=STREAM_ROWS).execute(stmt):
+        yield make(row)
+
+
+def _bytewise(conn: Connection, column: Any) -> Any:
+    """`column` ordered by its bytes, as Python orders the same ASCII strings: SQLite's default;
+    PostgreSQL's may follow the database's locale."""
+    return column.collate("C") if conn.dialect.name == "postgresql" else column
+
+
+class SourceRow(NamedTuple):
+    id: str
+    path: str
+
+
+def sources(conn: Connection) -> Iterator[SourceRow]:
+    return _stream(conn, select(Source.c.id, Source.c.path), SourceRow._make)
+
+
+class RevisionRow(NamedTuple):
+    id: str
+    source_id: str
+    blob: str
+
+
+def revisions(conn: Connection) -> Iterator[RevisionRow]:
+    return _stream(
+        conn, select(Revision.c.id, Revision.c.source_id, Revision.c.blob), RevisionRow._make
+    )
+
+
+class NormalizationRow(NamedTuple):
+    id: str
+    revision_id: str
+    adapter: str
+    adapter_version: int
+    config_hash: str
+    status: str
+    text_blob: str | None
+
+
+def normalizations(conn: Connection) -> Iterator[NormalizationRow]:
+    return _stream(
+        conn,
+        select(
+            Normalization.c.id,
+            Normalization.c.revision_id,
+            Normalization.c.adapter,
+            Normalization.c.adapter_version,
+            Normalization.c.config_hash,
+            Normalization.c.status,
+            Normalization.c.text_blob,
+        ),
+        NormalizationRow._make,
+    )
+
+
+class SegmentRow(NamedTuple):
+    normalization_id: str
+    id: str
+    ordinal: int
+    start: int
+    end: int
+    sha256: str
+
+
+def segments_by_normalization(conn: Connection) -> Iterator[SegmentRow]:
+    """Every segment, in the byte order of its normalization's ID, then by ordinal."""
+    return _stream(
+        conn,
+        select(
+            Segment.c.normalization_id,
+            Segment.c.id,
+            Segment.c.ordinal,
+            Segment.c.start,
+            Segment.c.end,
+            Segment.c.sha256,
+        ).order_by(_bytewise(conn, Segment.c.normalization_id), Segment.c.ordinal),
+        SegmentRow._make,
+    )
+
+
+class EvidenceRow(NamedTuple):
+    normalization_id: str  # of the segment it points into
+    id: str
+    claim_id: str
+    segment_id: str
+    start: int
+    end: int
+    sha256: str
+    role: str
+    statement: str | None  # its claim's; None when the claim is missing (a dangling reference)
+
+
+def evidence_by_normalization(conn: Connection) -> Iterator[EvidenceRow]:
+    """Every evidence row that points into a segment, in the byte order of that segment's
+    normalization ID (the order of `segments_by_normalization`)."""
+    return _stream(
+        conn,
+        select(
+            Segment.c.normalization_id,
+            Evidence.c.id,
+            Evidence.c.claim_id,
+            Evidence.c.segment_id,
+            Evidence.c.start,
+            Evidence.c.end,
+            Evidence.c.sha256,
+            Evidence.c.role,
+            Claim.c.statement,
+        )
+        .join(Segment, Segment.c.id == Evidence.c.segment_id)
+        .outerjoin(Claim, Claim.c.id == Evidence.c.claim_id)
+        .order_by(_bytewise(conn, Segment.c.normalization_id)),
+        EvidenceRow._make,
+    )
+
+
+class ClaimRow(NamedTuple):
+    id: str
+    source_id: str
+    authority: str
+    statement: str
+    occurrence: int
+
+
+def claims(conn: Connection) -> Iterator[ClaimRow]:
+    return _stream(
+        conn,
+        select(
+            Claim.c.id, Claim.c.source_id, Claim.c.authority, Claim.c.statement, Claim.c.occurrence
+        ),
+        ClaimRow._make,
+    )
+
+
+def claim_count(conn: Connection) -> int:
+    return conn.execute(select(func.count()).select_from(Claim)).scalar_one()
+
+
+class RecordedClaimState(NamedTuple):
+    claim_id: str
+    status: str
+    claim_hash: str  # as recorded
+    evidence_ids: str  # canonical JSON array, as recorded
+    authority: str | None  # its claim's; None when the claim is missing
+    statement: str | None
+
+
+def claim_states_with_claims(conn: Connection) -> Iterator[RecordedClaimState]:
+    """Every claim state, with what its claim says (what its hash covers)."""
+    return _stream(
+        conn,
+        select(
+            ClaimState.c.claim_id,
+            ClaimState.c.status,
+            ClaimState.c.claim_hash,
+            ClaimState.c.evidence_ids,
+            Claim.c.authority,
+            Claim.c.statement,
+        ).outerjoin(Claim, Claim.c.id == ClaimState.c.claim_id),
+        RecordedClaimState._make,
+    )
+
+
+class ChainLink(NamedTuple):
+    number: int
+    hash: str
+    parent_hash: str | None
+    manifest_digest: str
+
+
+def generation_chain(conn: Connection) -> list[ChainLink]:
+    """Every generation, oldest first, with what its hash is made of."""
+    return list(
+        _stream(
+            conn,
+            select(
+                Generation.c.number,
+                Generation.c.hash,
+                Generation.c.parent_hash,
+                Generation.c.manifest_digest,
+            ).order_by(Generation.c.number),
+            ChainLink._make,
+        )
+    )
+
+
+class SourceStateRow(NamedTuple):
+    id: int
+    source_id: str
+    revision_id: str
+    normalization_id: str | None
+    digest: str
+    gen_from: int
+    gen_to: int | None
+
+
+def source_states(conn: Connection) -> Iterator[SourceStateRow]:
+    return _stream(
+        conn,
+        select(
+            SourceState.c.id,
+            SourceState.c.source_id,
+            SourceState.c.revision_id,
+            SourceState.c.normalization_id,
+            SourceState.c.digest,
+            SourceState.c.gen_from,
+            SourceState.c.gen_to,
+        ),
+        SourceStateRow._make,
+    )
+
+
+class ClaimStateSpan(NamedTuple):
+    source_id: str
+    gen_from: int
+    gen_to: int | None
+
+
+def claim_state_spans(conn: Connection) -> Iterator[ClaimStateSpan]:
+    """The generations every claim state is active in, by its source."""
+    return _stream(
+        conn,
+        select(ClaimState.c.source_id, ClaimState.c.gen_from, ClaimState.c.gen_to),
+        ClaimStateSpan._make,
+    )
+
+
+def head_pointer(conn: Connection) -> str | None:
+    """The generation hash the head row names, whether or not that generation exists."""
+    row = conn.execute(select(Head.c.generation_hash).where(Head.c.name == "current")).first()
+    return None if row is None else str(row[0])
+
+
+class DanglingReference(NamedTuple):
+    table: str
+    rowid: int
+    parent: str  # the table it refers to
+
+
+def dangling_references(conn: Connection) -> list[DanglingReference]:
+    """Rows whose reference leads to no row (`PRAGMA foreign_key_check`). SQLite checks them on
+    insert except in an ingest's batches (`Staging.batch`, which checks its rows in memory
+    instead); PostgreSQL always enforces them, so there this finds none."""
+    if conn.dialect.name != "sqlite":
+        return []
+    (cache,) = conn.exec_driver_sql("PRAGMA cache_size").one()
+    conn.exec_driver_sql(f"PRAGMA cache_size=-{REFERENCE_CHECK_CACHE_MIB * 1024}")
+    dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    # Not in a `finally`: after a failed or interrupted (Ctrl-C) statement SQLAlchemy refuses
+    # the connection any further statement, and that refusal would hide what happened.
+    conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
+    return [DanglingReference(table, rowid, parent) for table, rowid, parent, _fk in dangling]
+
+
+class IndexFileCheck(NamedTuple):
+    """An index file read in one snapshot: its records, and what its own check found."""
+
+    meta: dict[str, str]
+    current_format: bool  # False: written in another index format, and not checked
+    problems: list[str]  # `index_file.check_rows`'s findings
+    unreadable: str | None = None  # why the file cannot be read (nothing else is then known)
+
+
+def check_index_file(path: Path) -> IndexFileCheck:
+    """The file's records and its rows checked against them (`index_file.check_rows`)."""
+    try:
+        conn = sqlite3.connect(index_file.ro_uri(path), uri=True)
+        try:
+            conn.execute("BEGIN")  # one snapshot of the file
+            meta = index_file.read_meta(conn)
+            current = meta.get("format") == index_file.FORMAT
+            problems = index_file.check_rows(conn) if current else []
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return IndexFileCheck({}, False, [], f"unreadable: {exc}")
+    return IndexFileCheck(meta, current, problems)
