@@ -251,7 +251,7 @@ def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path
                 DiskBlobStore(ws / "_raw"),
                 ws / ".raytsystem" / "indexes",
                 "when does the quarterly audit happen",
-            )
+            ).to_json()
             assert body["status"] == "answered"
             ids = [c["claim"]["id"] for c in body["citations"]]
             source = body["citations"][0]["evidence"][0]["source_id"]
