@@ -28,13 +28,33 @@ from typing import TYPE_CHECKING, Any
 from .workspace import Workspace, init_workspace
 
 if TYPE_CHECKING:
-    from .pipeline.ingest import IngestReport
-    from .pipeline.query import Answer
-    from .pipeline.verify_report import VerifyReport
+    # The result types, named here for the front ends and programs that use them.
+    from .pipeline.ingest import IngestReport as IngestReport
+    from .pipeline.query import Answer as Answer
+    from .pipeline.query import Citation as Citation
+    from .pipeline.verify_report import VerifyReport as VerifyReport
     from .progress import Progress
     from .storage.blobs import DiskBlobStore
     from .storage.db import Ledger
     from .storage.reader import Reader
+
+_RESULT_TYPES = {
+    "Answer": "pipeline.query",
+    "Citation": "pipeline.query",
+    "IngestReport": "pipeline.ingest_run",
+    "VerifyReport": "pipeline.verify_report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The result types, imported when first asked for (`from raytsystem.api import Answer`):
+    importing this module stays cheap for a command that needs none of them."""
+    if name in _RESULT_TYPES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_RESULT_TYPES[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)

@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from .pipeline.ingest import IngestReport
-    from .pipeline.query import Answer
-    from .pipeline.verify_report import VerifyReport
+    from .api import Answer, IngestReport, VerifyReport
 
 
 def init(workspace: str, created: list[str]) -> None:

@@ -99,7 +99,7 @@ class Ledger:
             with self.engine.begin() as conn:
                 yield conn
         except OperationalError as exc:
-            raise _translate(exc) from exc
+            raise translate_error(exc) from exc
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -111,7 +111,7 @@ class Ledger:
                 yield conn
                 conn.rollback()
         except OperationalError as exc:
-            raise _translate(exc) from exc
+            raise translate_error(exc) from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -146,7 +146,7 @@ def insert_rows(
         conn.exec_driver_sql(sql, list(rows[i : i + INSERT_CHUNK]))
 
 
-def _translate(exc: OperationalError) -> DatabaseError | Locked:
+def translate_error(exc: OperationalError) -> DatabaseError | Locked:
     message = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in message or "busy" in message:
         return Locked(f"the ledger database is locked by another process: {message}")
@@ -183,7 +183,7 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
             current = schema_revision(conn)
             recorded = _recorded_scheme(conn) if current == SCHEMA_HEAD else None
     except OperationalError as exc:
-        raise _translate(exc) from exc
+        raise translate_error(exc) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise DatabaseError(f"cannot open the ledger at {redact(url)}: {exc}") from exc
     if current is not None and current not in SCHEMA_REVISIONS:
@@ -208,7 +208,7 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
             with engine.connect() as conn:
                 recorded = _recorded_scheme(conn)
         except OperationalError as exc:
-            raise _translate(exc) from exc
+            raise translate_error(exc) from exc
     try:
         id_scheme = recorded_id_scheme(recorded)
     except DatabaseError:
@@ -252,7 +252,7 @@ def upgrade(engine: Engine) -> None:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
     except OperationalError as exc:
-        raise _translate(exc) from exc
+        raise translate_error(exc) from exc
 
 
 def redact(url: str) -> str:

@@ -33,7 +33,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ..canonical import json_text
 from ..model.generation import ClaimState, SourceState
-from .db import Ledger, _translate, insert_rows
+from .db import Ledger, translate_error, insert_rows
 from .reader import expand
 from .states import chunks
 
@@ -183,7 +183,7 @@ class Staging:
                 self.conn.commit()
         except OperationalError as exc:
             self.conn.rollback()
-            raise _translate(exc) from exc
+            raise translate_error(exc) from exc
         except BaseException:
             self.conn.rollback()
             raise
@@ -194,7 +194,7 @@ class Staging:
             try:
                 self.conn.commit()
             except OperationalError as exc:
-                raise _translate(exc) from exc
+                raise translate_error(exc) from exc
 
     @contextmanager
     def transaction(self, *, final: bool = False) -> Iterator[Connection]:
@@ -209,7 +209,7 @@ class Staging:
             with self.conn.begin():
                 yield self.conn
         except OperationalError as exc:
-            raise _translate(exc) from exc
+            raise translate_error(exc) from exc
 
     def put_claims(self, source_id: str, claims: Sequence[ClaimState]) -> None:
         """`put_rows` for claim states as objects (the manual layer's)."""
