@@ -33,7 +33,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ..canonical import json_text
 from ..model.generation import ClaimState, SourceState
-from .db import Ledger, translate_error, insert_rows
+from .db import Ledger, insert_rows, translate_error
 from .reader import expand
 from .states import chunks
 
