@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from raytsystem.ids import scheme
 from raytsystem.model.adapters import (
     ADAPTERS,
     MEDIA_TYPES,
@@ -58,6 +59,7 @@ from raytsystem.model.adapters import (
     media_type_for,
 )
 from raytsystem.model.claims import extract_claims, segment_rows
+from raytsystem.model.objects import chain_ids
 from raytsystem.model.text import decode
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
@@ -119,8 +121,8 @@ def check_invariants(path: Path, normalized: Normalized) -> list[str]:
         assert body and body == body.strip(), seg
         assert seg.kind in SEGMENT_KINDS, seg.kind
         assert seg.line_end - seg.line_start == body.count("\n"), seg
-    rows = segment_rows("nrm_test", normalized)
-    for claim, evidence in extract_claims("src_test", normalized, rows):
+    rows = segment_rows(chain_ids(scheme(1)), "nrm_test", normalized)
+    for claim, evidence in extract_claims(chain_ids(scheme(1)), "src_test", normalized, rows):
         excerpt = text[evidence.start : evidence.end]
         assert claim.statement == unicodedata.normalize("NFC", " ".join(excerpt.split()))
         seg = next(r for r in rows if r.id == evidence.segment_id)
@@ -173,7 +175,7 @@ def describe(path: Path) -> dict[str, Any]:
         if seg.protected:
             entry["protected"] = [list(p) for p in seg.protected]
         segments.append(entry)
-    rows = segment_rows("nrm_golden", normalized)
+    rows = segment_rows(chain_ids(scheme(1)), "nrm_golden", normalized)
     return {
         "adapter": adapter.label,
         "findings": [f.code for f in normalized.findings],
@@ -187,7 +189,10 @@ def describe(path: Path) -> dict[str, Any]:
             }
             for s in normalized.symbols
         ],
-        "claims": [c.statement for c, _ in extract_claims("src_golden", normalized, rows)],
+        "claims": [
+            c.statement
+            for c, _ in extract_claims(chain_ids(scheme(1)), "src_golden", normalized, rows)
+        ],
     }
 
 

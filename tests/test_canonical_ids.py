@@ -51,6 +51,7 @@ GOLDEN_SOURCE_ID = "src_3fad2a066b085f6238a4ef5682e9e92e"  # make_id("source", p
 GOLDEN_CLAIM_ID = {
     1: "clm_f7f3537c55b61f49f1636f39c2be5d03",
     2: "clm_3fad2a0655b61f49f1636f39c2be5d03",
+    3: "clm_3fad2a0655b61f49f1636f39c2be5d03",  # a claim's identity is the same in scheme 3
 }
 
 
@@ -205,6 +206,25 @@ SAMPLE_IDENTITY: dict[str, dict[str, Any]] = {
 }
 
 ID_RE = re.compile(r"^([a-z]{3})_([0-9a-f]{32})\Z")
+# Scheme 3's segment identity: also every field a citation shows of the segment (ADR 0036).
+SEGMENT_SHOWN: dict[str, Any] = {
+    "segment_kind": "paragraph",
+    "heading_path": '["Payments","Retries"]',
+    "line_start": 3,
+    "line_end": 4,
+    "page": None,
+    "cell": None,
+}
+
+
+GOLDEN_SEGMENT_ID_3 = "seg_22222222e3aecb2d1d4e7f8f6275a621"
+
+
+def sample(kind: str, number: int) -> dict[str, Any]:
+    """SAMPLE_IDENTITY[kind] as scheme `number` takes it."""
+    if kind == "segment" and number >= 3:
+        return {**SAMPLE_IDENTITY[kind], **SEGMENT_SHOWN}
+    return dict(SAMPLE_IDENTITY[kind])
 
 
 def test_every_kind_has_a_sample_identity() -> None:
@@ -235,7 +255,7 @@ def _kind_params() -> list[Any]:
 @pytest.mark.parametrize("number", SCHEMES)
 @pytest.mark.parametrize("kind", _kind_params())
 def test_make_id_has_the_documented_prefix_and_32_hex(kind: str, number: int) -> None:
-    object_id = scheme(number).make_id(kind, **SAMPLE_IDENTITY[kind])
+    object_id = scheme(number).make_id(kind, **sample(kind, number))
     m = ID_RE.match(object_id)
     assert m is not None, object_id
     assert m.group(1) == PREFIXES[kind]
@@ -565,7 +585,7 @@ def test_property_bulk_ids_are_make_ids(
 
     ids = chain_ids(IdScheme(scheme_number))
     make_id = ids.scheme.make_id
-    if scheme_number == 2:
+    if scheme_number >= 2:
         source, other = f"src_{source_hex}", f"clm_{other_hex}"
     claim = ids.extracted_claim_ids(source)(occurrence, json_text(statement))
     assert claim == make_id(
@@ -583,9 +603,18 @@ def test_property_bulk_ids_are_make_ids(
         sha256=statement,
         role="statement",
     )
-    segment = ids.segment_ids(source)(number, occurrence, json_text(other), -number)
+    shown = (statement, other, occurrence, number, None, number)
+    texts = (json_text(statement), json_text(other), occurrence, number, "null", number)
+    segment = ids.segment_ids(source)(number, occurrence, json_text(other), -number, *texts)
+    extra = dict(zip(tuple(SEGMENT_SHOWN), shown, strict=True)) if scheme_number >= 3 else {}
     assert segment == make_id(
-        "segment", normalization=source, ordinal=occurrence, start=-number, end=number, sha256=other
+        "segment",
+        normalization=source,
+        ordinal=occurrence,
+        start=-number,
+        end=number,
+        sha256=other,
+        **extra,
     )
     evidence_json = canonical_json([evidence]).decode("utf-8")
     assert evidence_json == f"[{json_text(evidence)}]"
@@ -604,11 +633,13 @@ def test_property_positional_ids_are_make_ids(
 
     ids = chain_ids(IdScheme(scheme_number))
     make_id = ids.scheme.make_id
-    segment_id, evidence_id, claim_id = ids.segment_id, ids.evidence_id, ids.claim_id
+    evidence_id, claim_id = ids.evidence_id, ids.claim_id
+    shown = (text[::-1], text, number, other, None if number % 2 else number, None)
     nrm, clm, seg = f"nrm_{parent_hex}", f"clm_{parent_hex}", f"seg_{other_hex}"
     src = f"src_{other_hex}"
-    assert segment_id(nrm, number, other, number, text) == make_id(
-        "segment", normalization=nrm, ordinal=number, start=other, end=number, sha256=text
+    extra = dict(zip(tuple(SEGMENT_SHOWN), shown, strict=True)) if scheme_number >= 3 else {}
+    assert ids.segment_id(nrm, number, other, number, text, *shown) == make_id(
+        "segment", normalization=nrm, ordinal=number, start=other, end=number, sha256=text, **extra
     )
     assert evidence_id(clm, seg, number, other, text, text[::-1]) == make_id(
         "evidence", claim=clm, segment=seg, start=number, end=other, sha256=text, role=text[::-1]
@@ -621,6 +652,30 @@ def test_property_positional_ids_are_make_ids(
     assert ids.normalization_id(rev, text, number, text[::-1]) == make_id(
         "normalization", revision=rev, adapter=text, adapter_version=number, config=text[::-1]
     )
+
+
+def test_golden_segment_id_by_scheme_3() -> None:
+    assert scheme(3).make_id("segment", **sample("segment", 3)) == GOLDEN_SEGMENT_ID_3
+
+
+@pytest.mark.parametrize(
+    "field, other",
+    [
+        ("segment_kind", "list_item"),
+        ("heading_path", '["Evil","Heading"]'),
+        ("line_start", 99),
+        ("line_end", 120),
+        ("page", 2),
+        ("cell", 0),
+    ],
+)
+def test_scheme_3_covers_every_field_a_citation_shows(field: str, other: Any) -> None:
+    """A segment row whose kind, heading path, lines, page or cell were changed no longer
+    derives its ID by scheme 3 (by schemes 1 and 2 those fields are not in the identity)."""
+    kept = scheme(3).make_id("segment", **sample("segment", 3))
+    changed = scheme(3).make_id("segment", **{**sample("segment", 3), field: other})
+    assert changed != kept
+    assert scheme(2).make_id("segment", **sample("segment", 2))[4:12] == kept[4:12]
 
 
 @pytest.mark.parametrize("parent", ["x", "src_" + "0" * 31, "SRC_" + "0" * 32, 7])

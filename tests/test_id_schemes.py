@@ -132,15 +132,15 @@ def test_a_ledger_keeps_its_scheme_whatever_the_config_names_later(
     assert result.code == 5, result.stdout
     error = result.json()["error"]
     assert error["code"] == "id_scheme_mismatch"
-    assert "derived by ID scheme 2" in error["message"]
-    assert "`scheme = 2` under [ids]" in error["message"]
+    assert "derived by ID scheme 3" in error["message"]
+    assert "`scheme = 3` under [ids]" in error["message"]
     human = run_cli("ingest", cwd=workspace)
     assert human.code == 5 and "Traceback" not in human.stderr
     # Nothing was written, and reads go on by the ledger's own scheme.
     assert ok(workspace, "status")["generation"]["hash"] == first["hash"]
     assert ok(workspace, "query", "vault rotates keys")["status"] == "answered"
     assert ok(workspace, "verify")["ok"] is True
-    assert recorded_scheme(workspace, backend) == [("id_scheme", "2")]
+    assert recorded_scheme(workspace, backend) == [("id_scheme", "3")]
 
 
 def test_migration_0003_records_scheme_1_for_a_ledger_that_has_rows(
@@ -175,7 +175,7 @@ def test_an_empty_ledger_from_before_migration_0003_takes_the_configs_scheme(
         db.execute("UPDATE alembic_version SET version_num = '0002'")
     write(workspace, "docs/ops.md", DOC)
     ok(workspace, "ingest")
-    assert recorded_scheme(workspace, backend) == [("id_scheme", "2")]
+    assert recorded_scheme(workspace, backend) == [("id_scheme", "3")]
     assert all(all(rows) for rows in parent_digits_shared(workspace, backend).values())
 
 
@@ -211,7 +211,7 @@ def test_a_ledger_without_sources_takes_the_scheme_named_later(
     not a mismatch, and `status` shows the scheme the ledger then records."""
     report = ok(workspace, "ingest")
     assert report["created"] is False and report["counts"]["scanned"] == 0
-    assert recorded_scheme(workspace, backend) == [("id_scheme", "2")]
+    assert recorded_scheme(workspace, backend) == [("id_scheme", "3")]
     name_scheme(workspace, None)
     write(workspace, "docs/ops.md", DOC)
     assert ok(workspace, "ingest")["created"] is True
@@ -263,7 +263,7 @@ def test_one_process_derives_by_the_scheme_of_the_ledger_it_reads(tmp_path: Path
         two.close()
 
 
-@pytest.mark.parametrize("value", ["0", "3", "02", "²", "٢", "", " 2"])
+@pytest.mark.parametrize("value", ["0", "4", "02", "²", "٢", "", " 2"])
 def test_a_recorded_scheme_this_raytsystem_does_not_know_is_refused(value: str) -> None:
     from raytsystem.errors import DatabaseError
     from raytsystem.storage.db_meta import recorded_id_scheme

@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,10 +66,19 @@ def test_a_lost_pack_is_restored_from_unchanged_files(workspace: Path) -> None:
 
 
 def _age(*paths: Path) -> None:
-    """Make files old enough to be trusted by stat alone (not "racily clean")."""
+    """Make files old enough to be trusted by stat alone (not "racily clean"): modified ten
+    seconds before now, or earlier."""
     for path in paths:
         st = path.stat()
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))
+        os.utime(path, ns=(st.st_atime_ns, min(st.st_mtime_ns, time.time_ns()) - 10**10))
+
+
+def _racy(*paths: Path) -> None:
+    """Make files "racily clean" whatever the machine's speed: modified, as far as their
+    mtime says, after any ingest looked at them (an hour from now)."""
+    for path in paths:
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, time.time_ns() + 3600 * 10**9))
 
 
 def _cached(workspace: Path) -> dict[str, tuple[int, int, str]]:
@@ -104,6 +114,7 @@ def test_a_racily_clean_file_is_read_again(workspace: Path) -> None:
     """A file written just before the ingest looked at it is not recorded: written again in
     the same clock tick (same size, same mtime), its change is still found."""
     path = write(workspace, "docs/a.md", "Alpha is first.\n")
+    _racy(path)
     first = ingest(workspace)
     assert "docs/a.md" not in _cached(workspace)
     mtime = path.stat().st_mtime_ns
@@ -140,7 +151,7 @@ def test_a_new_generation_updates_the_stat_cache_in_place(workspace: Path) -> No
     paths[0].write_text("Note a, changed.\n", encoding="utf-8")
     _age(paths[0])
     paths[1].unlink()
-    write(workspace, "docs/d.md", "Note d.\n")  # new, racily clean: not recorded yet
+    _racy(write(workspace, "docs/d.md", "Note d.\n"))  # new, racily clean: not recorded yet
     report = ingest(workspace)
     assert report["created"] and cache.stat().st_ino == inode  # updated, not rewritten
     after = _cached(workspace)
@@ -190,6 +201,7 @@ def test_changed_file_makes_a_new_revision_of_the_same_source(workspace: Path) -
 
 def test_same_content_in_a_touched_file_is_not_a_change(workspace: Path) -> None:
     path = write(workspace, "docs/a.md", "Alpha is first.\n")
+    _racy(path)
     first = ingest(workspace)
     path.write_text("Alpha is first.\n", encoding="utf-8")  # new mtime, same bytes
     second = ingest(workspace)

@@ -64,6 +64,9 @@ QUERY_FAILS_TODAY = {
     "sqlite_autoindex_head_1",
     "claim_states",
     "ix_claim_states_source",
+    "sqlite_autoindex_generations_2",
+    "source_states",
+    "ix_source_states_source",
 }
 
 

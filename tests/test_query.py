@@ -298,8 +298,13 @@ def test_generation_option_answers_from_an_older_generation(kb: Path) -> None:
     )
 
 
-def test_fails_closed_when_the_generation_moves_during_the_query(kb: Path) -> None:
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "query.after_search:3"}
+def test_fails_closed_when_the_generation_moves_during_the_query(kb: Path, tmp_path: Path) -> None:
+    flag = tmp_path / "paused"
+    env = {
+        **os.environ,
+        "RAYTSYSTEM_PAUSE_AT": "query.after_search:60",
+        "RAYTSYSTEM_PAUSE_FLAG": str(flag),
+    }
     slow = subprocess.Popen(
         [sys.executable, "-m", "raytsystem", "query", "retry attempts", "--json"],
         cwd=kb,
@@ -308,9 +313,13 @@ def test_fails_closed_when_the_generation_moves_during_the_query(kb: Path) -> No
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.8)
+    deadline = time.monotonic() + 60
+    while not flag.exists() and slow.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert flag.exists(), slow.communicate()
     write(kb, "docs/extra.md", "Retries are logged in the audit trail.\n")
     assert run_cli("ingest", cwd=kb).code == 0
+    flag.unlink()  # the query goes on
     out, err = slow.communicate(timeout=60)
     assert slow.returncode == 3, (out, err)
     import json

@@ -418,7 +418,7 @@ def test_index_rows_derived_in_helper_processes_are_the_ones_one_process_derives
     }
 
 
-@pytest.mark.parametrize("id_scheme", [1, 2])
+@pytest.mark.parametrize("id_scheme", [1, 2, 3])
 def test_claims_checked_in_a_helper_process_find_the_same(
     workspace: Path, backend: Backend, id_scheme: int
 ) -> None:
@@ -430,7 +430,7 @@ def test_claims_checked_in_a_helper_process_find_the_same(
     from raytsystem.storage.db import open_ledger
 
     config = workspace / "raytsystem.toml"
-    config.write_text(config.read_text().replace("scheme = 2", f"scheme = {id_scheme}"))
+    config.write_text(config.read_text().replace("scheme = 3", f"scheme = {id_scheme}"))
     for rel, text in FILES.items():
         write(workspace, rel, text)
     assert run_cli("ingest", "--json", cwd=workspace).code == 0

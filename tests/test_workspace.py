@@ -407,7 +407,7 @@ def test_a_config_that_names_no_id_scheme_keeps_scheme_1(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        ("3", "must be one of 1, 2, not 3"),
+        ("4", "must be one of 1, 2, 3, not 4"),
         ("0", "must be a whole number of at least 1, not 0"),
         ('"2"', "must be a whole number of at least 1, not '2'"),
         ("true", "must be a whole number of at least 1, not True"),

@@ -62,8 +62,25 @@ IDENTITY: Final[dict[str, tuple[str, ...]]] = {
     "review": ("generation", "findings"),
 }
 
-SCHEMES: Final = (1, 2)
-NEWEST_SCHEME: Final = 2
+# Scheme 3: a segment's identity holds every field a citation shows of it (ADR 0036), so a
+# changed line number, heading path, kind, page or cell no longer derives the segment's ID.
+SEGMENT_3: Final = (
+    "normalization",
+    "ordinal",
+    "start",
+    "end",
+    "sha256",
+    "segment_kind",  # the segment's kind (paragraph, heading, code...)
+    "heading_path",  # its canonical JSON text, as the ledger stores it
+    "line_start",
+    "line_end",
+    "page",
+    "cell",
+)
+IDENTITY_3: Final[dict[str, tuple[str, ...]]] = {**IDENTITY, "segment": SEGMENT_3}
+
+SCHEMES: Final = (1, 2, 3)
+NEWEST_SCHEME: Final = 3
 # Scheme 2: the kind -> the identity field whose ID's first `PARENT_HEX` hex digits it starts with.
 PARENT: Final[dict[str, str]] = {
     "revision": "source",
@@ -76,19 +93,21 @@ PARENT_HEX: Final = 8
 _P: Final = 4  # where the hex digits start in an ID (after "clm_")
 _Q: Final = _P + PARENT_HEX
 
-_IDENTITY_KEYS: Final = {kind: frozenset(fields) for kind, fields in IDENTITY.items()}
 # The canonical form of each kind's identity (its fields and "kind"), worked out once.
 _SHAPES: Final = {kind: Shape((*fields, "kind")) for kind, fields in IDENTITY.items()}
+_SHAPES_3: Final = {**_SHAPES, "segment": Shape((*SEGMENT_3, "kind"))}
 
 _ID_RE: Final = re.compile(r"(?P<prefix>[a-z]{3})_(?P<hex>[0-9a-f]{32})")
 _HASH_RE: Final = re.compile(r"[0-9a-f]{64}")
 
 
-def _digest(kind: str, identity: dict[str, Any]) -> str:
-    if identity.keys() != _IDENTITY_KEYS[kind]:
-        raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {tuple(identity)}")
+def _digest(kind: str, identity: dict[str, Any], shapes: dict[str, Shape] = _SHAPES) -> str:
+    shape = shapes[kind]
+    if identity.keys() != shape.keys - {"kind"}:
+        fields = tuple(f for f in shape.fields if f != "kind")
+        raise TypeError(f"{kind} identity needs {fields}, got {tuple(identity)}")
     identity["kind"] = kind  # the caller's own dict
-    return blake3.blake3(_SHAPES[kind].encode(identity)).hexdigest(length=ID_HEX // 2)
+    return blake3.blake3(shape.encode(identity)).hexdigest(length=ID_HEX // 2)
 
 
 def make_id(kind: str, **identity: Any) -> str:
@@ -111,10 +130,23 @@ class IdScheme:
         if self.number not in SCHEMES:
             raise ValueError(f"unknown ID scheme {self.number!r}")
 
+    @property
+    def identity(self) -> dict[str, tuple[str, ...]]:
+        """Each kind's identity fields by this scheme."""
+        return IDENTITY_3 if self.number >= 3 else IDENTITY
+
+    @property
+    def _shapes(self) -> dict[str, Shape]:
+        return _SHAPES_3 if self.number >= 3 else _SHAPES
+
+    @property
+    def _parented(self) -> bool:
+        return self.number >= 2
+
     def make_id(self, kind: str, **identity: Any) -> str:
         """Derive the ID of an object of `kind` from exactly its identity fields."""
-        h = _digest(kind, identity)
-        if self.number == 2 and kind in PARENT:
+        h = _digest(kind, identity, self._shapes)
+        if self._parented and kind in PARENT:
             parent = identity[PARENT[kind]]
             if not (isinstance(parent, str) and _ID_RE.fullmatch(parent)):
                 raise ValueError(f"a {kind}'s {PARENT[kind]} must be an ID, not {parent!r}")
@@ -123,16 +155,17 @@ class IdScheme:
 
     def positional(self, kind: str) -> Callable[..., str]:
         """A fast `make_id(kind, ...)` for IDs made in bulk: it takes the identity's values
-        positionally, in the order `IDENTITY[kind]` lists them, and gives the same ID."""
-        shape = Shape((*IDENTITY[kind], "kind"))
+        positionally, in the order `self.identity[kind]` lists them, and gives the same ID."""
+        names = self.identity[kind]
+        shape = Shape((*names, "kind"))
         prefix = f"{PREFIXES[kind]}_"
         hasher = blake3.blake3
-        at = IDENTITY[kind].index(PARENT[kind]) if self.number == 2 and kind in PARENT else None
-        fields = len(IDENTITY[kind])
+        at = names.index(PARENT[kind]) if self._parented and kind in PARENT else None
+        fields = len(names)
 
         def make(*values: Any) -> str:
             if len(values) != fields:
-                raise TypeError(f"{kind} identity needs {IDENTITY[kind]}, got {len(values)} values")
+                raise TypeError(f"{kind} identity needs {names}, got {len(values)} values")
             h = hasher(shape.values(*values, kind)).hexdigest(ID_HEX // 2)
             if at is not None:
                 head: str = values[at][_P:_Q]
@@ -146,11 +179,11 @@ class IdScheme:
         fields (`fixed`): it takes the other fields' canonical JSON texts (`json_text(s)`, or
         an int as it is) in sorted key order, the order `free` lists them in, and gives the
         same ID (`Shape.template`)."""
-        template = _SHAPES[kind].template(free, kind=kind, **fixed)
+        template = self._shapes[kind].template(free, kind=kind, **fixed)
         prefix = f"{PREFIXES[kind]}_"
         hasher = blake3.blake3
         # Scheme 2's parent: a fixed field's ID, or a free field's JSON text (its quote first).
-        parent = PARENT.get(kind) if self.number == 2 else None
+        parent = PARENT.get(kind) if self._parented else None
         fixed_parent: str | None = fixed[parent][_P:_Q] if parent in fixed else None
         at = free.index(parent) if parent in free else -1
 

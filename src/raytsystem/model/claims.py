@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 
 from ..canonical import canonical_json, json_text, sha256_hex
 from ..sentences import split_sentences
-from .adapters import PROSE_KINDS, Normalized, SegmentDraft
+from .adapters import PROSE_KINDS, SEGMENT_KINDS, Normalized, SegmentDraft
 from .objects import ChainIds, ClaimRow, EvidenceRow, SegmentRow, statement_of
 
 _HAS_WORD: Final = re.compile(r"[^\W_]")
@@ -29,29 +29,47 @@ def segment_rows(ids: ChainIds, normalization_id: str, normalized: Normalized) -
     rows = []
     text = normalized.text
     segment_id = ids.segment_ids(normalization_id)
-    headings: dict[tuple[str, ...], str] = {}  # a section's segments share its heading path
+    # A section's segments share its heading path: (its JSON, that JSON as a JSON string).
+    headings: dict[tuple[str, ...], tuple[str, str]] = {}
     for ordinal, seg in enumerate(normalized.segments):
         start, end = seg.start, seg.end
         sha = sha256_hex(text[start:end])
         heading = headings.get(seg.heading_path)
         if heading is None:
-            heading = canonical_json(list(seg.heading_path)).decode("utf-8")
-            headings[seg.heading_path] = heading
+            stored = canonical_json(list(seg.heading_path)).decode("utf-8")
+            heading = headings[seg.heading_path] = (stored, json_text(stored))
+        page, cell = seg.page, seg.cell
         rows.append(
             SegmentRow(
-                segment_id(end, ordinal, json_text(sha), start),
+                segment_id(
+                    end,
+                    ordinal,
+                    json_text(sha),
+                    start,
+                    _KIND_TEXT.get(seg.kind) or json_text(seg.kind),
+                    heading[1],
+                    seg.line_start,
+                    seg.line_end,
+                    "null" if page is None else page,
+                    "null" if cell is None else cell,
+                ),
                 normalization_id,
                 ordinal,
                 seg.kind,
-                heading,
+                heading[0],
                 start,
                 end,
                 seg.line_start,
                 seg.line_end,
                 sha,
+                page,
+                cell,
             )
         )
     return rows
+
+
+_KIND_TEXT: Final = {kind: json_text(kind) for kind in SEGMENT_KINDS}
 
 
 class Sentence(NamedTuple):

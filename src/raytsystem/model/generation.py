@@ -36,6 +36,7 @@ class SourceState:
     normalization_id: str | None
     digest: str
     claims: tuple[ClaimState, ...]
+    index_digest: str | None = None  # its rows digest in the generation's index, once known
 
 
 def source_digest(

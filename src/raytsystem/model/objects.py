@@ -30,6 +30,8 @@ class SegmentRow(NamedTuple):
     line_start: int
     line_end: int
     sha256: str
+    page: int | None  # a PDF's page (1-based), else None
+    cell: int | None  # a notebook's cell (0-based), else None
 
 
 class ClaimRow(NamedTuple):
@@ -72,8 +74,10 @@ class ChainIds:
             "normalization"
         )
         """normalization_id(revision_id, adapter, adapter_version, config_hash)"""
-        self.segment_id: Callable[[str, int, int, int, str], str] = scheme.positional("segment")
-        """segment_id(normalization_id, ordinal, start, end, sha256)"""
+        self.segment_id: Callable[..., str] = _segment_id(scheme)
+        """segment_id(normalization_id, ordinal, start, end, sha256, kind, heading_path,
+        line_start, line_end, page, cell): a segment row's fields in order (`SegmentRow`
+        but its ID); the scheme takes the ones its identity has."""
         self.claim_id: Callable[[str, str, str, int], str] = scheme.positional("claim")
         """claim_id(source_id, authority, statement, occurrence)"""
         self.evidence_id: Callable[[str, str, int, int, str, str], str] = scheme.positional(
@@ -86,12 +90,47 @@ class ChainIds:
         """evidence_id(claim, segment, start, end, sha256, "statement"), taking
         (json_text(claim), end, json_text(segment), json_text(sha256), start)."""
 
-    def segment_ids(self, normalization_id: str) -> Callable[[int, int, str, int], str]:
-        """segment_id(normalization_id, ordinal, start, end, sha256) for one normalization's
-        segments, taking (end, ordinal, json_text(sha256), start)."""
-        return self.scheme.template(
-            "segment", ("end", "ordinal", "sha256", "start"), normalization=normalization_id
+    def segment_ids(self, normalization_id: str) -> Callable[..., str]:
+        """segment_id for one normalization's segments, taking (end, ordinal,
+        json_text(sha256), start, json_text(kind), json_text(heading_path), line_start,
+        line_end, page, cell), pages and cells as JSON texts ("null" for none)."""
+        if self.scheme.number < 3:
+            short = self.scheme.template(
+                "segment", ("end", "ordinal", "sha256", "start"), normalization=normalization_id
+            )
+            return lambda end, ordinal, sha, start, *_: short(end, ordinal, sha, start)
+        full = self.scheme.template(
+            "segment",
+            (
+                "cell",
+                "end",
+                "heading_path",
+                "line_end",
+                "line_start",
+                "ordinal",
+                "page",
+                "segment_kind",
+                "sha256",
+                "start",
+            ),
+            normalization=normalization_id,
         )
+
+        def make(
+            end: int,
+            ordinal: int,
+            sha: str,
+            start: int,
+            kind: str,
+            heading: str,
+            line_start: int,
+            line_end: int,
+            page: str,
+            cell: str,
+        ) -> str:
+            return full(cell, end, heading, line_end, line_start, ordinal, page, kind, sha, start)
+
+        return make
 
     def extracted_claim_ids(self, source_id: str) -> Callable[[int, str], str]:
         """claim_id(source_id, "extracted", statement, occurrence) for one source's sentences,
@@ -99,6 +138,15 @@ class ChainIds:
         return self.scheme.template(
             "claim", ("occurrence", "statement"), authority="extracted", source=source_id
         )
+
+
+def _segment_id(scheme: IdScheme) -> Callable[..., str]:
+    positional = scheme.positional("segment")
+    if scheme.number >= 3:
+        return positional  # every field, in SegmentRow's order
+    return lambda normalization, ordinal, start, end, sha256, *_shown: positional(
+        normalization, ordinal, start, end, sha256
+    )
 
 
 @functools.cache

@@ -55,7 +55,7 @@ def _claim_items(
     chosen = choose(conn, terms, MAX_CLAIMS)
     if not chosen:
         return []
-    views = verify_chosen(checker, chosen, number)
+    views = verify_chosen(checker, chosen, number, conn)
     items = []
     wanted = set(terms)
     for c in chosen:
@@ -208,7 +208,7 @@ def bundle(
     terms = parse_query(task)
     target, _current = target_generation(reader, generation, None)
     path = index_file.index_path(index_dir, target.number, target.hash)
-    with index_file.open_index(path, target.hash) as conn:
+    with index_file.open_index(path, target.hash, target.index_digest) as conn:
         # One checker for both: a blob cited by a claim and a block is hashed once.
         checker = Checker(reader, blobs)
         claims = _claim_items(checker, conn, terms, target.number)

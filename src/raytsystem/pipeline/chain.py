@@ -50,6 +50,8 @@ class EvidenceView:
     excerpt: str
     sha256: str
     heading_path: list[str]
+    page: int | None = None  # a PDF's page
+    cell: int | None = None  # a notebook's cell
 
     def to_json(self) -> dict[str, Any]:
         """A piece of evidence as the query's JSON cites it."""
@@ -65,6 +67,8 @@ class EvidenceView:
             "heading_path": self.heading_path,
             "span": {"start": self.start, "end": self.end},
             "lines": {"start": self.line_start, "end": self.line_end},
+            **({"page": self.page} if self.page is not None else {}),
+            **({"cell": self.cell} if self.cell is not None else {}),
             "cited_excerpt": self.excerpt,
             "cited_excerpt_sha256": self.sha256,
         }
@@ -79,6 +83,29 @@ class ClaimView:
     statement: str
     source_id: str
     evidence: list[EvidenceView] = field(default_factory=list)
+
+
+def _unsupported(view: ClaimView, rows: _Rows) -> str | None:
+    """Why a confirmed manual claim is not confirmed by its note, or None: the note (its
+    normalization's meta) must be current and valid, list the claim without problems, and
+    every citation it gives the claim must be one of the claim's verified citation evidence
+    (same source, the quote's words)."""
+    statement = next(e for e in view.evidence if e.role == "statement")
+    norm = rows.norms.get(statement.normalization_id)
+    meta = json.loads(norm.meta) if norm is not None and norm.meta else {}
+    entry = next((e for e in meta.get("claims", ()) if e.get("id") == view.id), None)
+    note = meta.get("note") or {}
+    if entry is None or meta.get("note_error") or note.get("status") != "current":
+        return "its note does not make it a current claim"
+    if entry.get("problems"):
+        return "its note's citations have problems, yet it is confirmed"
+    wanted = sorted((c["path"], " ".join(c["quote"].split())) for c in entry["citations"])
+    cited = sorted(
+        (e.source_path, " ".join(e.excerpt.split())) for e in view.evidence if e.role == "citation"
+    )
+    if wanted != cited:
+        return "its evidence is not the citations its note gives it"
+    return None
 
 
 @dataclass(frozen=True)
@@ -195,6 +222,10 @@ class Checker:
                 f"claim {cid}: its statement is not what its statement evidence says",
             )
         view.evidence.sort(key=lambda e: (e.role != "statement", e.id))
+        if row.authority == "manual" and state.status == "confirmed":
+            unsupported = _unsupported(view, rows)
+            if unsupported:
+                return Problem("ledger_mismatch", cid, f"claim {cid}: {unsupported}")
         return view
 
     def _evidence(self, cid: str, eid: str, rows: _Rows) -> EvidenceView | Problem:
@@ -209,7 +240,19 @@ class Checker:
         if seg is None:
             return Problem("ledger_mismatch", ev.segment_id, f"segment {ev.segment_id} is missing")
         if (
-            self.ids.segment_id(seg.normalization_id, seg.ordinal, seg.start, seg.end, seg.sha256)
+            self.ids.segment_id(
+                seg.normalization_id,
+                seg.ordinal,
+                seg.start,
+                seg.end,
+                seg.sha256,
+                seg.kind,
+                seg.heading_path,
+                seg.line_start,
+                seg.line_end,
+                seg.page,
+                seg.cell,
+            )
             != seg.id
         ):
             return Problem(
@@ -258,6 +301,8 @@ class Checker:
             excerpt=excerpt,
             sha256=ev.sha256,
             heading_path=list(json.loads(seg.heading_path)),
+            page=seg.page,
+            cell=seg.cell,
         )
 
     def _source_of(

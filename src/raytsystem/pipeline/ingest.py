@@ -24,6 +24,7 @@ a batch of results and one digest per source, whatever the size of the workspace
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import time
@@ -315,7 +316,13 @@ def _new_generation(
     ghash = generation_hash(number, parent.hash if parent else None, manifest)
     faults.point("ingest.before_index")
     path = index_file.index_path(run.ws.index_dir, number, ghash)
-    run.index.finish(path, ghash, number)
+    # What the ledger records of the index: each changed source's rows digest, and the
+    # whole index's (a query checks the rows of the sources it cites against them).
+    differing = {
+        sid: dataclasses.replace(s, index_digest=run.index.digest_of(sid))
+        for sid, s in differing.items()
+    }
+    index_digest = run.index.finish(path, ghash, number)
     with index_file.open_index(path, ghash):
         pass  # the index opens and records this generation: it is complete
     faults.point("ingest.after_index")
@@ -325,7 +332,15 @@ def _new_generation(
         # fails is still a good spare.
         run.spare = run.side(index_folder.make_spare, run.ws.index_dir, path)
     draft = generations.GenerationRef(
-        number, ghash, parent.hash if parent else None, manifest, now_iso(), len(digests), 0, {}
+        number,
+        ghash,
+        parent.hash if parent else None,
+        manifest,
+        now_iso(),
+        len(digests),
+        0,
+        {},
+        index_digest,
     )
     return _commit(run, draft, differing, removed, started)
 
@@ -362,6 +377,7 @@ def _commit(
             draft.source_count,
             (parent.claim_count if parent else 0) + added - closed,
             _summary(run, differing, removed, (added, closed, restated)),
+            draft.index_digest,
         )
         commit_generation(conn, generation, current)
         report.generation = generation

@@ -14,9 +14,11 @@ import contextlib
 import functools
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from multiprocessing.pool import Pool
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Engine
 
@@ -41,8 +43,22 @@ def ledger_helpers(conn: Connection, processes: int) -> Iterator[LedgerHelpers]:
     to it)."""
     url = conn.engine.url.render_as_string(hide_password=False)
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(processes, initializer=_start, initargs=(os.getpid(),)) as pool:
+    with _spawn_pool(ctx, processes) as pool:
         yield LedgerHelpers(pool, url)
+
+
+def _spawn_pool(ctx: Any, processes: int) -> Pool:
+    """The pool, its processes spawned with SIGINT ignored, a disposition they keep from
+    their first instruction on: a spawned interpreter's imports come before its initializer
+    could ignore Ctrl-C, and a Ctrl-C then printed their traceback. This process's own
+    handler is back as soon as they are started."""
+    if threading.current_thread() is not threading.main_thread():
+        return ctx.Pool(processes, initializer=_start, initargs=(os.getpid(),))  # type: ignore[no-any-return]
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return ctx.Pool(processes, initializer=_start, initargs=(os.getpid(),))  # type: ignore[no-any-return]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _start(parent: int) -> None:

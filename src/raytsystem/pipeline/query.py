@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Final
 
 from ..errors import IntegrityError, UsageError
 from ..model.terms import terms
-from ..storage import index_file
+from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
 from ..storage.generations import GenerationRef, head, target_generation
 from ..storage.reader import Reader
@@ -138,11 +139,17 @@ def compose(views: list[ClaimView]) -> tuple[str, list[Citation]]:
     return answer, citations
 
 
-def verify_chosen(checker: Checker, chosen: list[Candidate], number: int) -> dict[str, ClaimView]:
-    """The chains of the chosen claims, checked down to the raw bytes; any mismatch fails closed.
+def verify_chosen(
+    checker: Checker, chosen: list[Candidate], number: int, index: sqlite3.Connection
+) -> dict[str, ClaimView]:
+    """The chains of the chosen claims, checked down to the raw bytes; any mismatch fails
+    closed.
 
-    Also checks that each index row still says what the ledger says (hash and statement) and
-    that the claim is confirmed: only confirmed claims may answer or enter a bundle.
+    Also checks that each chosen claim's index row says what the ledger says (hash,
+    statement, source), that the claim is confirmed (only confirmed claims may answer or
+    enter a bundle), and that every row the index holds of the sources it cites hashes to
+    the digest the ledger records for that source: an index row injected, edited or removed
+    in a cited source (whatever index file it came from) fails the query closed.
     """
     views, problems = checker.claims([c.claim_id for c in chosen], number)
     if problems:
@@ -150,7 +157,7 @@ def verify_chosen(checker: Checker, chosen: list[Candidate], number: int) -> dic
         raise IntegrityError(f"fail closed: {p.message}", code=p.code, subject=p.subject)
     for c in chosen:
         view = views[c.claim_id]
-        if c.object_hash != view.hash or c.text != view.statement:
+        if c.object_hash != view.hash or c.text != view.statement or c.source_id != view.source_id:
             raise IntegrityError(
                 f"fail closed: the index row of claim {c.claim_id} does not match the ledger",
                 code="index_row_mismatch",
@@ -162,6 +169,14 @@ def verify_chosen(checker: Checker, chosen: list[Candidate], number: int) -> dic
                 code="index_row_mismatch",
                 subject=c.claim_id,
             )
+    cited = sorted({v.source_id for v in views.values()})
+    altered = index_file.altered_sources(index, chains.index_digests(checker.reader, cited, number))
+    if altered:
+        raise IntegrityError(
+            f"fail closed: the index rows of source {altered[0]} do not match the ledger",
+            code="index_row_mismatch",
+            subject=altered[0],
+        )
     return views
 
 
@@ -185,14 +200,13 @@ def query(
     query_terms = parse_query(text)
     target, current = target_generation(reader, generation, expect_generation)
     path = index_file.index_path(index_dir, target.number, target.hash)
-    with index_file.open_index(path, target.hash) as conn:
-        chosen = choose(conn, query_terms, limit)
-    faults.point("query.after_search")
-
     answer, citations = "", list[Citation]()
-    if chosen:
-        views = verify_chosen(Checker(reader, blobs), chosen, target.number)
-        answer, citations = compose([views[c.claim_id] for c in chosen])
+    with index_file.open_index(path, target.hash, target.index_digest) as conn:
+        chosen = choose(conn, query_terms, limit)
+        faults.point("query.after_search")
+        if chosen:
+            views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
+            answer, citations = compose([views[c.claim_id] for c in chosen])
     if generation is None:
         reader.refresh()
         after = head(reader)

@@ -82,7 +82,7 @@ def search(
     expression = match_expression(query_terms)
     target, _current = target_generation(reader, generation, None)
     path = index_file.index_path(index_dir, target.number, target.hash)
-    with index_file.open_index(path, target.hash) as conn:
+    with index_file.open_index(path, target.hash, target.index_digest) as conn:
         if kind == "segment":
             rows = _best_segments(conn, expression, limit)
         else:

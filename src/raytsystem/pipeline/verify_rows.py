@@ -125,10 +125,11 @@ def _check_segments(
 ) -> dict[str, tuple[int, int]]:
     """Check one normalization's segments; return their spans by segment ID."""
     spans = {}
-    for _n, seg_id, ordinal, start, end, sha in segs:
+    for seg in segs:
+        _n, seg_id, ordinal, start, end, sha = seg[:6]
         report.counts["segments"] += 1
         spans[seg_id] = (start, end)
-        if ids.segment_id(nid, ordinal, start, end, sha) != seg_id:
+        if ids.segment_id(nid, ordinal, start, end, sha, *seg[6:]) != seg_id:
             report.add(
                 "error", "id_mismatch", seg_id, f"segment {seg_id} does not derive from its row"
             )

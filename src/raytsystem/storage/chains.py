@@ -52,6 +52,8 @@ class SegmentRow(NamedTuple):
     line_start: int
     line_end: int
     sha256: str
+    page: int | None
+    cell: int | None
 
 
 class NormalizationRow(NamedTuple):
@@ -62,6 +64,7 @@ class NormalizationRow(NamedTuple):
     config_hash: str
     status: str
     text_blob: str | None
+    meta: str | None  # canonical JSON: a note's claims and citations, or adapter findings
 
 
 class RevisionRow(NamedTuple):
@@ -132,13 +135,13 @@ def evidence(reader: Reader, ids: Sequence[str]) -> dict[str, EvidenceRow]:
 def segments(reader: Reader, ids: Sequence[str]) -> dict[str, SegmentRow]:
     columns = (
         'id, normalization_id, ordinal, kind, heading_path, "start", "end", line_start, '
-        "line_end, sha256"
+        "line_end, sha256, page, cell"
     )
     return {r[0]: SegmentRow._make(r) for r in _by_id(reader, "segments", columns, ids)}
 
 
 def normalizations(reader: Reader, ids: Sequence[str]) -> dict[str, NormalizationRow]:
-    columns = "id, revision_id, adapter, adapter_version, config_hash, status, text_blob"
+    columns = "id, revision_id, adapter, adapter_version, config_hash, status, text_blob, meta"
     return {r[0]: NormalizationRow._make(r) for r in _by_id(reader, "normalizations", columns, ids)}
 
 
@@ -150,6 +153,22 @@ def revisions(reader: Reader, ids: Sequence[str]) -> dict[str, RevisionRow]:
 
 def sources(reader: Reader, ids: Sequence[str]) -> dict[str, SourceRow]:
     return {r[0]: SourceRow._make(r) for r in _by_id(reader, "sources", "id, path", ids)}
+
+
+def index_digests(reader: Reader, source_ids: Sequence[str], number: int) -> dict[str, str | None]:
+    """source ID -> the rows digest its state in generation `number` records for it in the
+    index (None: a state written before the ledger recorded them)."""
+    out: dict[str, str | None] = {}
+    unique = sorted(set(source_ids))
+    for i in range(0, len(unique), _STEP):
+        marks, params = expand("s", unique[i : i + _STEP])
+        for sid, digest in reader.rows(
+            f"SELECT source_id, index_digest FROM source_states WHERE source_id IN ({marks}) "
+            "AND gen_from <= :n AND (gen_to IS NULL OR gen_to > :n)",
+            {**params, "n": number},
+        ):
+            out[sid] = digest
+    return out
 
 
 def segment_texts(reader: Reader, ids: Sequence[str]) -> dict[str, SegmentText]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, NotFound, UsageError
+from ..model.generation import generation_hash
 from .reader import Rows, as_rows
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class GenerationRef:
     source_count: int
     claim_count: int
     summary: dict[str, Any]
+    index_digest: str | None = None  # its index's rows digest (null before migration 0004)
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "hash": self.hash}
@@ -38,7 +40,7 @@ class GenerationRef:
 # Plain SQL, so that the query's stdlib-sqlite3 reader and a SQLAlchemy connection run the same.
 _GENERATION = (
     "SELECT g.number, g.hash, g.parent_hash, g.manifest_digest, g.created_at, g.source_count, "
-    "g.claim_count, g.summary FROM generations g "
+    "g.claim_count, g.summary, g.index_digest FROM generations g "
 )
 _HEAD = _GENERATION + "JOIN head h ON h.generation_hash = g.hash WHERE h.name = 'current'"
 # A generation number is a SQL integer: more digits than this cannot name one.
@@ -46,9 +48,9 @@ _MAX_NUMBER_DIGITS = 18
 
 
 def _gen(row: Sequence[Any]) -> GenerationRef:
-    number, ghash, parent, manifest, created, sources, claims, summary = row
+    number, ghash, parent, manifest, created, sources, claims, summary, index_digest = row
     return GenerationRef(
-        number, ghash, parent, manifest, created, sources, claims, json.loads(summary)
+        number, ghash, parent, manifest, created, sources, claims, json.loads(summary), index_digest
     )
 
 
@@ -104,12 +106,46 @@ def generation_or_head(ledger: Rows | Connection, ref: str | None) -> Generation
     return generation(ledger, ref) if ref is not None else require_head(ledger)
 
 
+def _fail_if_forged(gen: GenerationRef) -> GenerationRef:
+    if generation_hash(gen.number, gen.parent_hash, gen.manifest_digest) != gen.hash:
+        raise IntegrityError(
+            f"fail closed: generation {gen.number} does not hash to its recorded hash",
+            code="ledger_mismatch",
+            subject=gen.hash,
+        )
+    return gen
+
+
+def checked_head(ledger: Rows | Connection) -> GenerationRef:
+    """The current generation for an answer: the head must name a generation the ledger has,
+    the newest one, whose row hashes to its hash; anything else fails closed
+    (`ledger_mismatch`)."""
+    rows = as_rows(ledger)
+    current = head(rows)
+    if current is None:
+        if rows.rows("SELECT generation_hash FROM head WHERE name = 'current'"):
+            raise IntegrityError(
+                "fail closed: the head names a generation the ledger does not have",
+                code="ledger_mismatch",
+            )
+        return require_head(rows)
+    (newest,) = rows.rows("SELECT max(number) FROM generations")[0]
+    if newest != current.number:
+        raise IntegrityError(
+            f"fail closed: the head is at generation {current.number}, but the newest "
+            f"generation is {newest}",
+            code="ledger_mismatch",
+        )
+    return _fail_if_forged(current)
+
+
 def target_generation(
     ledger: Rows | Connection, ref: str | None, expect: str | None
 ) -> tuple[GenerationRef, GenerationRef]:
-    """(the generation to answer from, the current one); fails closed with
-    `generation_stale` when `expect` (8+ hex digits of a hash) is not the current one's."""
-    current = require_head(ledger)
+    """(the generation to answer from, the current one), both checked (`checked_head`); fails
+    closed with `generation_stale` when `expect` (8+ hex digits of a hash) is not the current
+    one's."""
+    current = checked_head(ledger)
     if expect is not None:
         wanted = expect.strip().lower()
         if len(wanted) < 8 or not all(c in "0123456789abcdef" for c in wanted):
@@ -126,7 +162,9 @@ def target_generation(
                 expected=wanted,
                 current=current.hash,
             )
-    return (generation(ledger, ref) if ref is not None else current), current
+    if ref is None:
+        return current, current
+    return _fail_if_forged(generation(ledger, ref)), current
 
 
 def generations(ledger: Rows | Connection) -> list[GenerationRef]:

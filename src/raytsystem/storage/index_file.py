@@ -172,6 +172,22 @@ def read_source_rows(
     return out
 
 
+def altered_sources(conn: sqlite3.Connection, expected: Mapping[str, str | None]) -> list[str]:
+    """The sources of `expected` whose rows in this index do not hash to the digest given
+    (None: to the digest the index itself records for the source)."""
+    rows = read_source_rows(conn, expected)
+    altered = []
+    for sid, wanted in expected.items():
+        if wanted is None:
+            found = conn.execute(
+                "SELECT digest FROM source_digests WHERE source_id = ?", (sid,)
+            ).fetchone()
+            wanted = found[0] if found else None
+        if source_rows_digest(rows[sid]) != wanted:
+            altered.append(sid)
+    return sorted(altered)
+
+
 _ROWID, _SOURCE_ID = itemgetter(0), itemgetter(1 + IndexRow._fields.index("source_id"))
 
 
@@ -202,8 +218,11 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]:
-    """Open a generation's index read-only, refusing one recorded for another generation.
+def open_index(
+    path: Path, generation_hash: str, rows_digest: str | None = None
+) -> Iterator[sqlite3.Connection]:
+    """Open a generation's index read-only, refusing one recorded for another generation, or
+    whose rows digest is not `rows_digest` (the ledger's, when it records one).
 
     Everything read through the connection is one read transaction, so an ingest that wants to
     recycle this file as a spare (`IndexWriter`) cannot lock it and copies its parent instead.
@@ -258,6 +277,14 @@ def open_index(path: Path, generation_hash: str) -> Iterator[sqlite3.Connection]
                 code="index_generation_mismatch",
                 expected=generation_hash,
                 got=meta.get("generation_hash"),
+            )
+        if rows_digest is not None and meta.get("rows_digest") != rows_digest:
+            raise IntegrityError(
+                f"index {path.name} holds other rows than the ledger records for generation "
+                f"{generation_hash[:16]}",
+                code="index_generation_mismatch",
+                expected=rows_digest,
+                got=meta.get("rows_digest"),
             )
         yield conn
     finally:

@@ -233,6 +233,10 @@ class IndexWriter:
         for source_id, rows in rows_by_source.items():
             self._digests[source_id] = known.get(source_id) or source_rows_digest(rows)
 
+    def digest_of(self, source_id: str) -> str | None:
+        """The rows digest of a source this writer replaced (None: not replaced, or deleted)."""
+        return self._digests.get(source_id)
+
     def delete(self, source_ids: Iterable[str]) -> None:
         ids = list(source_ids)
         _delete_sources(self.conn, ids)

@@ -102,6 +102,12 @@ class SegmentRow(NamedTuple):
     start: int
     end: int
     sha256: str
+    kind: str
+    heading_path: str
+    line_start: int
+    line_end: int
+    page: int | None
+    cell: int | None
 
 
 def segments_by_normalization(conn: Connection) -> Iterator[SegmentRow]:
@@ -115,6 +121,12 @@ def segments_by_normalization(conn: Connection) -> Iterator[SegmentRow]:
             Segment.c.start,
             Segment.c.end,
             Segment.c.sha256,
+            Segment.c.kind,
+            Segment.c.heading_path,
+            Segment.c.line_start,
+            Segment.c.line_end,
+            Segment.c.page,
+            Segment.c.cell,
         ).order_by(_bytewise(conn, Segment.c.normalization_id), Segment.c.ordinal),
         SegmentRow._make,
     )

@@ -49,12 +49,20 @@ LEDGER_CACHE_MIB = 256
 _SCHEMA = (
     "CREATE TEMPORARY TABLE pending_sources (source_id VARCHAR(36) PRIMARY KEY, "
     "revision_id VARCHAR(36), normalization_id VARCHAR(36), digest VARCHAR(64), "
-    "removed INTEGER NOT NULL, parented INTEGER NOT NULL)",
+    "removed INTEGER NOT NULL, parented INTEGER NOT NULL, index_digest VARCHAR(64))",
 )
 _DROP = ("DROP TABLE IF EXISTS pending_sources",)
 # The columns of a claim state as `put_rows` takes it; `gen_from` is the generation staged.
 _STATE_COLUMNS = ("claim_id", "source_id", "status", "claim_hash", "evidence_ids")
-_PENDING_COLUMNS = ("source_id", "revision_id", "normalization_id", "digest", "removed", "parented")
+_PENDING_COLUMNS = (
+    "source_id",
+    "revision_id",
+    "normalization_id",
+    "digest",
+    "removed",
+    "parented",
+    "index_digest",
+)
 
 
 def state_evidence(evidence_ids: Iterable[str]) -> str:
@@ -331,9 +339,10 @@ class Staging:
                 s.digest,
                 0,
                 int(parented is None or s.source_id in parented),
+                s.index_digest,
             )
             for s in changed
-        ] + [(sid, None, None, None, 1, 1) for sid in removed]
+        ] + [(sid, None, None, None, 1, 1, None) for sid in removed]
         insert_rows(self.conn, "pending_sources", _PENDING_COLUMNS, rows)
 
     def apply(self) -> tuple[int, int, int]:
@@ -360,9 +369,9 @@ class Staging:
         )
         self.conn.execute(
             text(
-                "INSERT INTO source_states (source_id, revision_id, normalization_id, digest, gen_from, gen_to) "
-                "SELECT source_id, revision_id, normalization_id, digest, :n, NULL FROM pending_sources "
-                "WHERE removed = 0"
+                "INSERT INTO source_states (source_id, revision_id, normalization_id, digest, "
+                "gen_from, gen_to, index_digest) SELECT source_id, revision_id, normalization_id, "
+                "digest, :n, NULL, index_digest FROM pending_sources WHERE removed = 0"
             ),
             n,
         )

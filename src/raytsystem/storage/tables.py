@@ -96,6 +96,8 @@ Segment = Table(
     Column("line_start", Integer, nullable=False),
     Column("line_end", Integer, nullable=False),
     Column("sha256", HASH, nullable=False),
+    Column("page", Integer),  # a PDF's page (1-based); null for other formats
+    Column("cell", Integer),  # a notebook's cell (0-based); null for other formats
     UniqueConstraint("normalization_id", "ordinal", name="uq_segments_ordinal"),
 )
 
@@ -132,6 +134,7 @@ Generation = Table(
     Column("source_count", Integer, nullable=False),
     Column("claim_count", Integer, nullable=False),
     Column("summary", Text, nullable=False),  # canonical JSON: counts and changes
+    Column("index_digest", HASH),  # its index's rows digest (null before migration 0004)
 )
 
 # The current-generation pointer: one row, moved last, in the generation's transaction.
@@ -153,6 +156,7 @@ SourceState = Table(
     Column("digest", HASH, nullable=False),
     Column("gen_from", Integer, nullable=False),
     Column("gen_to", Integer),
+    Column("index_digest", HASH),  # its rows digest in the index (null before migration 0004)
     Index("ix_source_states_open", "gen_to", "source_id"),
     Index("ix_source_states_source", "source_id", "gen_from"),
 )

@@ -111,6 +111,7 @@ def commit_generation(
             "source_count": generation.source_count,
             "claim_count": generation.claim_count,
             "summary": json.dumps(generation.summary, sort_keys=True, ensure_ascii=False),
+            "index_digest": generation.index_digest,
         },
     )
     faults.point("ingest.before_head")
