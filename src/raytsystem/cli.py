@@ -553,7 +553,8 @@ def eval_command(
     generation: str | None,
     as_json: bool,
 ) -> None:
-    """Measure retrieval quality on DATASET.json: recall@k, MRR, citation precision, contamination."""
+    """Measure retrieval quality on DATASET.json beside plain BM25: recall@k, MRR, evidence
+    recall, gap rates, citation precision, contamination."""
     from .pipeline.evaluate import evaluate, load_dataset
 
     data = load_dataset(dataset if dataset.is_absolute() else app.cwd / dataset)
@@ -568,26 +569,45 @@ def eval_command(
     result["passed"] = not failed
 
     def human(r: dict[str, Any]) -> None:
-        kk = r["k"]
+        kk, ee = r["k"], r["evidence_k"]
+        b = r["baseline"]["metrics"]
         click.echo(
-            f"{r['dataset']}: {m['cases']} cases, generation {r['generation']['number'] if r['generation'] else '-'}"
+            f"{r['dataset']}: {m['cases']} cases ({m['offtopic_cases']} off-topic), "
+            f"generation {r['generation']['number']}"
+        )
+        click.echo(
+            f"  {'':<24} {'raytsystem':>10} {'BM25':>8} {'ratio':>7}   "
+            f"(BM25: {b['sources']} sources, {b['sentences']} sentences)"
         )
         rows = [
-            (f"recall@{kk}", m["recall_at_k"]),
-            (f"MRR@{kk}", m["mrr_at_k"]),
-            ("top-1", m["top1"]),
-            (f"claim recall@{kk}", m["claim_recall_at_k"]),
-            ("citation precision", m["citation_precision"]),
-            ("contamination", m["contamination"]),
-            ("must contain", m["must_contain"]),
-            ("must not contain", m["must_not_contain"]),
-            ("repeatable", m["repeatable"]),
+            (f"recall@{kk} (sources)", "recall_at_k"),
+            (f"MRR@{kk}", "mrr_at_k"),
+            ("top-1", "top1"),
+            (f"evidence recall@{ee}", "evidence_recall_at_e"),
+            (f"evidence hit@{ee}", "evidence_hit_at_e"),
+            (f"word precision@{ee}", "word_precision_at_e"),
+            ("gap rate, off-topic", "gap_rate_offtopic"),
+            ("gap rate, answerable", "gap_rate_answerable"),
+            (f"sources in {ee} citations", "sources_in_e_citations"),
+            (f"claim recall@{kk}", "claim_recall_at_k"),
+            ("citation precision", "citation_precision"),
+            ("contamination", "contamination"),
+            ("must contain", "must_contain"),
+            ("must not contain", "must_not_contain"),
+            ("repeatable", "repeatable"),
         ]
-        for name, value in rows:
-            if value is not None:
-                click.echo(f"  {name:<20} {value:.4f}")
+        for name, key in rows:
+            value = m.get(key)
+            if value is None:
+                continue
+            base = b.get(key)
+            if base is None:
+                click.echo(f"  {name:<24} {value:>10.4f}")
+                continue
+            ratio = f"{value / base:>6.2f}x" if base else f"{'-':>7}"
+            click.echo(f"  {name:<24} {value:>10.4f} {base:>8.4f} {ratio}")
         click.echo(
-            f"  {'latency p50 / p95':<20} {m['latency_ms']['p50']:.1f} / {m['latency_ms']['p95']:.1f} ms"
+            f"  {'latency p50 / p95':<24} {m['latency_ms']['p50']:.1f} / {m['latency_ms']['p95']:.1f} ms"
         )
         if failed:
             click.echo(
