@@ -99,6 +99,7 @@ class Case(BaseModel):
 class Dataset(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = "dataset"
+    about: str = ""  # what the dataset is and how to run it; not read
     k: int = Field(default=10, ge=1, le=MAX_LIMIT)
     evidence_k: int = Field(default=5, ge=1, le=MAX_LIMIT)
     cases: tuple[Case, ...] = Field(min_length=1)
