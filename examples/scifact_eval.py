@@ -35,20 +35,31 @@ def general_questions() -> list[str]:
 
 
 def tldr_tasks(tldr: Path, n: int) -> list[str]:
-    """The first example sentence of `n` English tldr pages, spread evenly over them (a task
-    such as "Create an archive and write it to a file"), without tldr's `[x]` key marks."""
+    """The first example sentence of `n` English tldr pages spread evenly over them (a task
+    such as "Create an archive and write it to a file"), without tldr's `[x]` key marks; a
+    task already taken (alias pages share theirs) is passed over for the next page's."""
     pages = sorted((tldr / "pages" / "common").glob("*.md"))
     if not pages or n <= 0:
         return []
+    n = min(n, len(pages))
     tasks: list[str] = []
-    for i in range(min(n, len(pages))):
-        page = pages[i * len(pages) // min(n, len(pages))]
-        for line in page.read_text(encoding="utf-8").splitlines():
-            if line.startswith("- "):
-                task = line[2:].rstrip(":").replace("[", "").replace("]", "").replace("`", "")
-                tasks.append(task.strip())
+    start = 0
+    for i in range(n):
+        for page in pages[max(start, i * len(pages) // n) :]:
+            start = pages.index(page) + 1
+            task = _first_task(page)
+            if task and task not in tasks:
+                tasks.append(task)
                 break
     return tasks
+
+
+def _first_task(page: Path) -> str | None:
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- "):
+            task = line[2:].rstrip(":").replace("[", "").replace("]", "").replace("`", "")
+            return task.strip()
+    return None
 
 
 def offtopic_cases(prefix: str, questions: list[str]) -> list[dict[str, object]]:
