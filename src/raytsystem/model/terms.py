@@ -10,8 +10,8 @@ itself and hands FTS5 a space-separated list of ready terms:
 - a Russian word that Snowball would cut by a bare perfective-gerund ending (`-ив`, `-ыв`,
   `-ав`, `-яв`) stays whole: nearly always it is a noun (`архив`, `массив`, `состав`) whose
   other forms keep those letters (`архива` → `архив`; Snowball makes `архив` itself `арх`);
-- an English word that is a rare concatenation of two common words becomes those words
-  (`filenames` → `file name`, as `file names` and `file-name` are): see `_parts`;
+- an English word that is a rare concatenation of two common words of 4+ letters becomes
+  those words (`filenames` → `file name`, as `file names` and `file-name` are): see `_parts`;
 - runs of Han, Hiragana, Katakana and Hangul become overlapping character bigrams (a lone
   character stays a unigram), the usual way to find words in unsegmented CJK text, within each
   script's run only: `ファイルを圧縮` is `ファイル` `を` `圧縮`, so no bigram joins a noun to the
@@ -309,10 +309,15 @@ def _stem(word: str) -> str:
 
 # Compounds. An English word list ranked by frequency (126,136 words from English Wikipedia,
 # shipped inside the `wordninja` package; read, never its code) tells which words are two.
-_MIN_COMPOUND: Final = 6  # letters of the shortest compound considered (3 + 3)
-_MIN_PART: Final = 3
+_MIN_COMPOUND: Final = 8  # letters of the shortest compound considered (4 + 4)
+_MIN_PART: Final = 4
 _COMMON: Final = 30_000  # a part must be among this many most frequent words
 _RARER: Final = 10  # and each part at least this many times more frequent than the whole
+# Second halves that are suffixes rather than words (playable, restless, corrections), and
+# words too common to stand for anything (whichever, withstand): no split ends or starts so.
+_SUFFIXES: Final = frozenset(
+    ["able", "ible", "less", "ness", "ment", "ments", "ions", "ship", "ships", "ings", "ward"]
+)
 _words: tuple[dict[str, int], bytes] | None = None
 
 
@@ -352,7 +357,10 @@ def _parts(word: str) -> tuple[str, str] | None:
     ranks, listed = _word_ranks()
     best: tuple[float, int] | None = None
     for i in range(_MIN_PART, len(word) - _MIN_PART + 1):
-        a, b = ranks.get(word[:i]), ranks.get(word[i:])
+        head, tail = word[:i], word[i:]
+        if tail in _SUFFIXES or head in STOPWORDS or tail in STOPWORDS:
+            continue
+        a, b = ranks.get(head), ranks.get(tail)
         if a is not None and b is not None and (best is None or max(a, b) < best[0]):
             best = (max(a, b), i)
     if best is None:
