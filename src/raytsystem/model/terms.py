@@ -313,10 +313,34 @@ _MIN_COMPOUND: Final = 8  # letters of the shortest compound considered (4 + 4)
 _MIN_PART: Final = 4
 _COMMON: Final = 30_000  # a part must be among this many most frequent words
 _RARER: Final = 10  # and each part at least this many times more frequent than the whole
-# Second halves that are suffixes rather than words (playable, restless, corrections), and
-# words too common to stand for anything (whichever, withstand): no split ends or starts so.
+# Second halves that are suffixes rather than words (playable, restless, corrections), first
+# halves that are prefixes (interactively, underscore, supercomputers), and words too common
+# to stand for anything (whichever, withstand): no split ends or starts so.
 _SUFFIXES: Final = frozenset(
     ["able", "ible", "less", "ness", "ment", "ments", "ions", "ship", "ships", "ings", "ward"]
+)
+_PREFIXES: Final = frozenset(
+    [
+        "anti",
+        "auto",
+        "counter",
+        "extra",
+        "fore",
+        "hyper",
+        "inter",
+        "intra",
+        "macro",
+        "micro",
+        "multi",
+        "over",
+        "post",
+        "pseudo",
+        "semi",
+        "super",
+        "trans",
+        "ultra",
+        "under",
+    ]
 )
 _words: tuple[dict[str, int], bytes] | None = None
 
@@ -358,7 +382,7 @@ def _parts(word: str) -> tuple[str, str] | None:
     best: tuple[float, int] | None = None
     for i in range(_MIN_PART, len(word) - _MIN_PART + 1):
         head, tail = word[:i], word[i:]
-        if tail in _SUFFIXES or head in STOPWORDS or tail in STOPWORDS:
+        if tail in _SUFFIXES or head in _PREFIXES or head in STOPWORDS or tail in STOPWORDS:
             continue
         a, b = ranks.get(head), ranks.get(tail)
         if a is not None and b is not None and (best is None or max(a, b) < best[0]):
