@@ -36,6 +36,9 @@ def test_han_and_kana_runs_become_bigrams_and_a_lone_character_a_unigram() -> No
 
 def test_a_question_keeps_a_katakana_word_as_one_phrase_and_drops_hiragana() -> None:
     assert query_terms("ファイルを圧縮する") == ["ファ ァイ イル", "圧縮"]
+    # A kanji word in a Japanese question is one word too; Chinese (no kana) stays bigrams.
+    assert query_terms("プロセスを一覧表示") == ["プロ ロセ セス", "一覧 覧表 表示"]
+    assert query_terms("压缩文件") == ["压缩", "缩文", "文件"]
     assert query_terms("データ") == ["デー ータ"] and query_terms("ログ") == ["ログ"]
     assert query_terms("압축 파일") == ["압축", "파일"]
     assert query_terms("これは") == ["これ", "れは"]  # hiragana alone is kept

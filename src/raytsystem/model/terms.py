@@ -20,7 +20,9 @@ itself and hands FTS5 a space-separated list of ready terms:
 `query_terms` analyzes a question the same way, then drops stop words and Japanese hiragana
 runs (particles, inflections) and keeps a katakana or Hangul word of three or more characters
 as one phrase term (its bigrams, space-separated: FTS5 matches them as consecutive tokens), so
-that `ファイル` counts as one word of the question, not three.
+that `ファイル` counts as one word of the question, not three; in a Japanese question (one with
+kana) a kanji run is such a word as well (`一覧表示`). Chinese questions stay bigrams: without
+kana there is no word boundary to see.
 
 Terms are only ever letters and digits (a phrase: terms and single spaces), so a query's terms
 can be quoted into an FTS5 MATCH expression without any way to express an operator.
@@ -403,14 +405,16 @@ def _bigrams(run: str) -> list[str]:
 def _cjk_terms(piece: str, query: bool) -> list[str]:
     """The terms of a run of CJK characters: bigrams within each script's run. For a query,
     hiragana runs are left out and a katakana or Hangul word of three or more characters is
-    one phrase (see the module docstring)."""
+    one phrase; so is a kanji word between kana (Japanese: 一覧表示 in プロセスを一覧表示)."""
     out: list[str] = []
-    for hiragana, katakana, hangul, han in _SCRIPT_RUN.findall(piece):
+    runs = _SCRIPT_RUN.findall(piece)
+    japanese = query and any(hiragana or katakana for hiragana, katakana, _, _ in runs)
+    for hiragana, katakana, hangul, han in runs:
         if hiragana:
             if not query:
                 out.extend(_bigrams(hiragana))
         elif han:
-            out.extend(_bigrams(han))
+            out.extend([" ".join(_bigrams(han))] if japanese else _bigrams(han))
         else:
             word = katakana or hangul
             out.extend([" ".join(_bigrams(word))] if query else _bigrams(word))
