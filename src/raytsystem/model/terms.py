@@ -30,7 +30,6 @@ can be quoted into an FTS5 MATCH expression without any way to express an operat
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import re
 import unicodedata
@@ -352,6 +351,8 @@ def _word_ranks() -> tuple[dict[str, int], bytes]:
     once on first use (about 50 ms): only the common words get a dictionary entry."""
     global _words
     if _words is None:
+        import gzip  # only here: the query path imports this module
+
         spec = importlib.util.find_spec("wordninja")  # finds the module, never imports it
         try:
             assert spec is not None and spec.origin is not None
