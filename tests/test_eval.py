@@ -123,3 +123,37 @@ def test_eval_refuses_an_evidence_unit_that_is_not_one_text_or_one_range(
     (workspace / "bad.json").write_text(json.dumps(dataset), encoding="utf-8")
     result = run_cli("eval", "bad.json", "--json", cwd=workspace)
     assert result.code == 2 and result.json()["error"]["code"] == "dataset_invalid"
+
+
+def test_the_example_datasets_load_and_name_text_their_files_hold() -> None:
+    """The committed datasets are valid, and each decision sentence they name is in its ADR
+    (Markdown's backticks and asterisks aside): an ADR edited or renumbered shows here, not as
+    a silently lower figure."""
+    from conftest import REPO
+
+    from raytsystem.pipeline.evaluate import load_dataset
+
+    decisions = load_dataset(REPO / "examples" / "decisions-eval.json")
+    assert len(decisions.cases) >= 15 and decisions.evidence_k == 3
+    for case in decisions.cases:
+        assert case.expect_evidence, case.id
+        for unit in case.expect_evidence:
+            raw = (REPO / unit.path).read_text(encoding="utf-8").replace("`", "").replace("*", "")
+            assert unit.text is not None and unit.text in " ".join(raw.split()), (case.id, unit)
+    questions = json.loads(
+        (REPO / "examples" / "tldr-multilingual-questions.json").read_text(encoding="utf-8")
+    )
+    multilingual = load_dataset_from(questions)
+    langs = [case.id.split("-")[0] for case in multilingual.cases]
+    assert {lang: langs.count(lang) for lang in set(langs)} == {"zh": 10, "ja": 10, "ru": 10}
+    assert all(case.expect_words and case.expect_paths for case in multilingual.cases)
+    general = json.loads((REPO / "examples" / "offtopic-general.json").read_text(encoding="utf-8"))[
+        "questions"
+    ]
+    assert len(general) == len(set(general)) >= 40
+
+
+def load_dataset_from(data: dict[str, Any]) -> Any:
+    from raytsystem.pipeline.evaluate import Dataset
+
+    return Dataset.model_validate({k: v for k, v in data.items() if k != "about"} | {"about": ""})
