@@ -5,10 +5,16 @@
     uv run raytsystem --workspace /tmp/scifact eval /tmp/scifact/scifact-train.json
 
 Each abstract becomes `docs/scifact/<doc_id>.md`: its title as the heading and its sentences
-as one paragraph. Each train claim becomes a case whose query is the claim and whose expected
-sources are the cited abstracts (BEIR's qrels). `--docs N` keeps the abstracts cited by the
-first claims plus distractors, for a quicker run. SciFact: Wadden et al., EMNLP 2020; claims
-CC BY 4.0, abstracts ODC-By 1.0 (see the corpus's LICENSE.md).
+as one paragraph. Each train claim becomes a case whose query is the claim, whose expected
+sources are the cited abstracts (BEIR's qrels) and, when the claim has rationales, whose
+expected evidence is those sentences (`abstract[i]` of the cited abstract). `--docs N` keeps
+the abstracts cited by the first claims plus distractors, for a quicker run.
+
+Off-topic cases (`"expect": "gap"`) come with it: `--offtopic N` task sentences of the English
+tldr pages (../shared/corpora/tldr-multilingual/pages/common, read at run time: spread evenly
+over the sorted pages, the first example of each) and the general questions of
+examples/offtopic-general.json. SciFact: Wadden et al., EMNLP 2020; claims CC BY 4.0,
+abstracts ODC-By 1.0 (see the corpus's LICENSE.md); tldr-pages CC BY 4.0.
 """
 
 from __future__ import annotations
@@ -20,9 +26,51 @@ import sys
 from pathlib import Path
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "scifact"
+DEFAULT_TLDR = DEFAULT_CORPUS.parent / "tldr-multilingual"
+GENERAL = Path(__file__).resolve().parent / "offtopic-general.json"
 
 
-def build(corpus: Path, out: Path, docs: int | None = None) -> Path:
+def general_questions() -> list[str]:
+    return list(json.loads(GENERAL.read_text(encoding="utf-8"))["questions"])
+
+
+def tldr_tasks(tldr: Path, n: int) -> list[str]:
+    """The first example sentence of `n` English tldr pages spread evenly over them (a task
+    such as "Create an archive and write it to a file"), without tldr's `[x]` key marks; a
+    task already taken (alias pages share theirs) is passed over for the next page's."""
+    pages = sorted((tldr / "pages" / "common").glob("*.md"))
+    if not pages or n <= 0:
+        return []
+    n = min(n, len(pages))
+    tasks: list[str] = []
+    start = 0
+    for i in range(n):
+        for page in pages[max(start, i * len(pages) // n) :]:
+            start = pages.index(page) + 1
+            task = _first_task(page)
+            if task and task not in tasks:
+                tasks.append(task)
+                break
+    return tasks
+
+
+def _first_task(page: Path) -> str | None:
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- "):
+            task = line[2:].rstrip(":").replace("[", "").replace("]", "").replace("`", "")
+            return task.strip()
+    return None
+
+
+def offtopic_cases(prefix: str, questions: list[str]) -> list[dict[str, object]]:
+    return [
+        {"id": f"{prefix}-{i}", "query": q, "expect": "gap"} for i, q in enumerate(questions, 1)
+    ]
+
+
+def build(
+    corpus: Path, out: Path, docs: int | None = None, tldr: Path = DEFAULT_TLDR, offtopic: int = 60
+) -> Path:
     claims = [json.loads(line) for line in (corpus / "claims_train.jsonl").open(encoding="utf-8")]
     abstracts = {}
     for line in (corpus / "corpus.jsonl").open(encoding="utf-8"):
@@ -52,20 +100,39 @@ def build(corpus: Path, out: Path, docs: int | None = None) -> Path:
         (target / f"{doc_id}.md").write_text(
             f"# {doc['title'].strip()}\n\n{body}\n", encoding="utf-8"
         )
-    cases = [
-        {
+    cases: list[dict[str, object]] = []
+    for c in claims:
+        if not any(d in abstracts for d in c["cited_doc_ids"]):
+            continue
+        case: dict[str, object] = {
             "id": f"scifact-{c['id']}",
             "query": c["claim"],
             "expect_paths": sorted(
                 {f"docs/scifact/{d}.md" for d in c["cited_doc_ids"] if d in abstracts}
             ),
         }
-        for c in claims
-        if any(d in abstracts for d in c["cited_doc_ids"])
-    ]
+        evidence = [
+            {
+                "path": f"docs/scifact/{doc_id}.md",
+                "text": abstracts[int(doc_id)]["abstract"][i].strip(),
+            }
+            for doc_id, sets in sorted(c["evidence"].items(), key=lambda kv: int(kv[0]))
+            if int(doc_id) in abstracts
+            for i in sorted({i for s in sets for i in s["sentences"]})
+        ]
+        if evidence:
+            case["expect_evidence"] = evidence
+        cases.append(case)
+    cases += offtopic_cases("offtopic-tldr", tldr_tasks(tldr, offtopic))
+    cases += offtopic_cases("offtopic-general", general_questions())
     dataset = out / "scifact-train.json"
     dataset.write_text(
-        json.dumps({"name": "scifact-train", "k": 10, "cases": cases}, indent=1), encoding="utf-8"
+        json.dumps(
+            {"name": "scifact-train", "k": 10, "evidence_k": 5, "cases": cases},
+            indent=1,
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
     )
     return dataset
 
@@ -77,10 +144,14 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--docs", type=int, help="keep about this many abstracts (default: all)")
+    parser.add_argument("--tldr", type=Path, default=DEFAULT_TLDR, help="tldr-multilingual")
+    parser.add_argument(
+        "--offtopic", type=int, default=60, help="tldr tasks asked as off-topic cases"
+    )
     args = parser.parse_args()
     if not (args.corpus / "corpus.jsonl").is_file():
         sys.exit(f"no SciFact corpus at {args.corpus}")
-    print(build(args.corpus, args.out, args.docs))
+    print(build(args.corpus, args.out, args.docs, args.tldr, args.offtopic))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,18 @@ WORDS = [
     "quote",
     "link",
 ]
-OTHER = ["журнал", "индекс", "проверка", "источник", "系统", "文件", "検索", "設定"]
+OTHER = [
+    "журнал",
+    "индекс",
+    "проверка",
+    "источник",
+    "系统",
+    "文件",
+    "検索",
+    "設定",
+    "ファイル",
+    "ディレクトリ",
+]
 QUESTIONS = [
     "ledger",
     "storage network",
@@ -70,6 +81,8 @@ QUESTIONS = [
     "table",
     "refund",
     "検索 設定 index",
+    "ファイルの設定",  # a phrase term (ファ ァイ イル) and a kanji one
+    "ディレクトリ",
 ]
 
 
@@ -125,13 +138,19 @@ def conn(patched: Path) -> Iterator[sqlite3.Connection]:
         yield c
 
 
+def _holds(tokens: list[str], term: str) -> bool:
+    """The tokens hold the term: a word, or a phrase term's words in a row."""
+    words = term.split(" ")
+    return any(tokens[i : i + len(words)] == words for i in range(len(tokens)))
+
+
 def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
     conn: sqlite3.Connection,
 ) -> None:
     """`score_claims` scores each kind of claim once: every score must still be FTS5's own
     bm25() of that very claim, and a claim left out must be one that does not itself hold
     enough of the question's terms."""
-    compared = left_out = 0
+    compared = left_out = with_phrase = 0
     for question in QUESTIONS:
         terms = parse_query(question)
         # all the terms searched, or only the first (the others too common, as QUERY decides)
@@ -144,14 +163,16 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
             ).fetchall()
             scored = ranking.score_claims(conn, [r[0] for r in rows], terms, scorer)
             for rowid, bm25, *columns in rows:
-                held = {t for t in terms if any(t in c.split() for c in columns)}
+                held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
                 if len(held) >= min(len(terms), 2):
                     assert -scored[rowid] == bm25, (question, searched, columns)
                     compared += 1
+                    with_phrase += any(" " in t for t in held)
                 else:
                     assert rowid not in scored, (question, searched, columns)
                     left_out += 1
     assert compared > 100 and left_out > 10
+    assert with_phrase > 5  # claims holding a phrase term (a katakana word) were compared
 
 
 def test_fts_totals_are_rows_and_tokens(conn: sqlite3.Connection) -> None:

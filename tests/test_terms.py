@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytsystem.model.objects import statement_of
-from raytsystem.model.terms import _by_script, term_text, terms
+from raytsystem.model.terms import _by_script, query_terms, term_text, terms
 from raytsystem.storage import index_file as index
 
 
@@ -29,7 +29,37 @@ def test_nfkc_folds_full_width_letters_and_digits() -> None:
 def test_han_and_kana_runs_become_bigrams_and_a_lone_character_a_unigram() -> None:
     assert terms("压缩算法") == ["压缩", "缩算", "算法"]
     assert terms("数 据") == ["数", "据"]
-    assert terms("gzip圧縮です") == ["gzip", "圧縮", "縮で", "です"]
+    # Bigrams stay within one script's run: no "縮で" across kanji and hiragana.
+    assert terms("gzip圧縮です") == ["gzip", "圧縮", "です"]
+    assert terms("ファイルを圧縮") == ["ファ", "ァイ", "イル", "を", "圧縮"]
+
+
+def test_a_question_keeps_a_katakana_word_as_one_phrase_and_drops_hiragana() -> None:
+    assert query_terms("ファイルを圧縮する") == ["ファ ァイ イル", "圧縮"]
+    # A kanji word in a Japanese question is one word too; Chinese (no kana) stays bigrams.
+    assert query_terms("プロセスを一覧表示") == ["プロ ロセ セス", "一覧 覧表 表示"]
+    assert query_terms("压缩文件") == ["压缩", "缩文", "文件"]
+    assert query_terms("データ") == ["デー ータ"] and query_terms("ログ") == ["ログ"]
+    assert query_terms("압축 파일") == ["압축", "파일"]
+    assert query_terms("これは") == ["これ", "れは"]  # hiragana alone is kept
+    assert query_terms("the compressed archives") == ["compress", "archiv"]
+
+
+def test_compounds_meet_their_parts() -> None:
+    """filenames, file names, file-name and filename are the same two terms."""
+    assert terms("filenames") == terms("file names") == terms("file-name") == ["file", "name"]
+    assert terms("Filename") == ["file", "name"]
+    assert query_terms("which filenames") == ["file", "name"]
+    # A common word is not taken apart, whatever it is made of.
+    assert terms("database together therefore") == ["databas", "togeth", "therefor"]
+
+
+def test_russian_noun_forms_share_a_stem() -> None:
+    """Snowball cuts a bare "-ив" as a gerund ending (архив -> арх) but not from архива."""
+    forms = "архив архива архиву архивом архиве архивы архивов архивами архивах"
+    assert set(terms(forms)) == {"архив"}
+    assert set(terms("массив массива массивы")) == {"массив"}
+    assert set(terms("состав состава составы")) == {"состав"}
 
 
 def test_punctuation_and_underscores_separate_terms() -> None:

@@ -287,7 +287,8 @@ def eval_command(
     generation: str | None,
     as_json: bool,
 ) -> None:
-    """Measure retrieval quality on DATASET.json: recall@k, MRR, citation precision, contamination."""
+    """Measure retrieval quality on DATASET.json beside plain BM25: recall@k, MRR, evidence
+    recall, gap rates, citation precision, contamination."""
     result = app.session.evaluate(dataset, k=k, generation=generation)
     recall = result["metrics"]["recall_at_k"] or 0.0
     failed = min_recall is not None and recall < min_recall

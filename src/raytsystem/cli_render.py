@@ -176,26 +176,48 @@ def unpack(r: dict[str, Any]) -> None:
         click.echo(f"  damaged, not kept: {address}")
 
 
+_EVAL_ROWS: tuple[tuple[str, str], ...] = (
+    ("recall@{k} (sources)", "recall_at_k"),
+    ("MRR@{k}", "mrr_at_k"),
+    ("top-1", "top1"),
+    ("evidence recall@{e}", "evidence_recall_at_e"),
+    ("evidence hit@{e}", "evidence_hit_at_e"),
+    ("word precision@{e}", "word_precision_at_e"),
+    ("gap rate, off-topic", "gap_rate_offtopic"),
+    ("gap rate, answerable", "gap_rate_answerable"),
+    ("sources in {e} citations", "sources_in_e_citations"),
+    ("claim recall@{k}", "claim_recall_at_k"),
+    ("citation precision", "citation_precision"),
+    ("contamination", "contamination"),
+    ("must contain", "must_contain"),
+    ("must not contain", "must_not_contain"),
+    ("repeatable", "repeatable"),
+)
+
+
 def evaluation(r: dict[str, Any]) -> None:
-    m, k = r["metrics"], r["k"]
-    number = r["generation"]["number"] if r["generation"] else "-"
-    click.echo(f"{r['dataset']}: {m['cases']} cases, generation {number}")
-    rows = [
-        (f"recall@{k}", m["recall_at_k"]),
-        (f"MRR@{k}", m["mrr_at_k"]),
-        ("top-1", m["top1"]),
-        (f"claim recall@{k}", m["claim_recall_at_k"]),
-        ("citation precision", m["citation_precision"]),
-        ("contamination", m["contamination"]),
-        ("must contain", m["must_contain"]),
-        ("must not contain", m["must_not_contain"]),
-        ("repeatable", m["repeatable"]),
-    ]
-    for name, value in rows:
-        if value is not None:
-            click.echo(f"  {name:<20} {value:.4f}")
+    """raytsystem's figures beside plain BM25's, with their ratio."""
+    m, b = r["metrics"], r["baseline"]["metrics"]
+    k, e = r["k"], r["evidence_k"]
+    click.echo(
+        f"{r['dataset']}: {m['cases']} cases ({m['offtopic_cases']} off-topic), "
+        f"generation {r['generation']['number']}"
+    )
+    click.echo(
+        f"  {'':<24} {'raytsystem':>10} {'BM25':>8} {'ratio':>7}   "
+        f"(BM25: {b['sources']} sources, {b['sentences']} sentences)"
+    )
+    for label, key in _EVAL_ROWS:
+        value, base, name = m.get(key), b.get(key), label.format(k=k, e=e)
+        if value is None:
+            continue
+        if base is None:
+            click.echo(f"  {name:<24} {value:>10.4f}")
+            continue
+        ratio = f"{value / base:>6.2f}x" if base else f"{'-':>7}"
+        click.echo(f"  {name:<24} {value:>10.4f} {base:>8.4f} {ratio}")
     latency = m["latency_ms"]
-    click.echo(f"  {'latency p50 / p95':<20} {latency['p50']:.1f} / {latency['p95']:.1f} ms")
+    click.echo(f"  {'latency p50 / p95':<24} {latency['p50']:.1f} / {latency['p95']:.1f} ms")
     if not r["passed"]:
         click.echo(
             f"FAILED: recall@{k} {m['recall_at_k']:.4f} is below --min-recall {r['min_recall']}"

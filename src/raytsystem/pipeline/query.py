@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import IntegrityError, UsageError
-from ..model.terms import terms
+from ..model.terms import query_terms, terms
 from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
 from ..storage.generations import GenerationRef, head, target_generation
@@ -43,7 +43,7 @@ def parse_query(text: str) -> list[str]:
             f"the question is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}",
             code="query_too_long",
         )
-    distinct = list(dict.fromkeys(terms(text, drop_stopwords=True)))
+    distinct = list(dict.fromkeys(query_terms(text)))
     if not distinct:
         # Only stop words ("the", "how is it"): nothing to look for, and matching them would
         # touch nearly every claim of a large knowledge base.

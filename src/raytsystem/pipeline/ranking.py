@@ -21,7 +21,7 @@ import bisect
 import heapq
 import math
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -93,18 +93,53 @@ def _listed(rowids: Iterable[int]) -> str:
 
 
 def _vocabulary(conn: sqlite3.Connection, table: str, terms_: list[str]) -> dict[str, int]:
-    """How many rows of an FTS5 table hold each term (0 for none)."""
+    """How many rows of an FTS5 table hold each term (0 for none); a phrase term (a katakana
+    word's bigrams, terms.py) is counted by searching it, as FTS5's bm25() counts it."""
     conn.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab "
         f"USING fts5vocab(main, '{table}', 'row')"
     )
-    placeholders = ", ".join("?" for _ in terms_)
+    words = [t for t in terms_ if " " not in t]
+    placeholders = ", ".join("?" for _ in words)
     found = dict(
         conn.execute(
-            f"SELECT term, doc FROM temp.{table}_vocab WHERE term IN ({placeholders})", terms_
+            f"SELECT term, doc FROM temp.{table}_vocab WHERE term IN ({placeholders})", words
         )
+        if words
+        else ()
     )
+    for phrase in terms_:
+        if " " in phrase:
+            (found[phrase],) = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (match_expression([phrase]),)
+            ).fetchone()
     return {t: found.get(t, 0) for t in terms_}
+
+
+def _counter(query_terms: list[str]) -> Callable[[list[str]], tuple[int, ...]]:
+    """A function giving how often each of the question's terms is in a list of tokens: a
+    term by `list.count`, a phrase term (space-separated terms) as consecutive tokens."""
+    if not any(" " in t for t in query_terms):
+        return lambda tokens: tuple(map(tokens.count, query_terms))
+    phrases = [t.split(" ") for t in query_terms]
+
+    def count(tokens: list[str]) -> tuple[int, ...]:
+        out = []
+        for words in phrases:
+            if len(words) == 1:
+                out.append(tokens.count(words[0]))
+                continue
+            n = len(words)
+            out.append(
+                sum(
+                    1
+                    for i, token in enumerate(tokens)
+                    if token == words[0] and tokens[i : i + n] == words
+                )
+            )
+        return tuple(out)
+
+    return count
 
 
 def _fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
@@ -293,10 +328,11 @@ def score_claims(
     # A source's claims share a few heading paths and one file path: each such text is split
     # once, into its length and how often each of the question's terms is in it.
     tallies: dict[str, tuple[int, tuple[int, ...]]] = {}
+    counts = _counter(query_terms)
 
     def tally(text: str) -> tuple[int, tuple[int, ...]]:
         tokens = text.split()
-        got = tallies[text] = (len(tokens), tuple(map(tokens.count, query_terms)))
+        got = tallies[text] = (len(tokens), counts(tokens))
         return got
 
     def evaluate(
@@ -323,7 +359,7 @@ def score_claims(
         path_length, in_path = tallies.get(path) or tally(path)
         key = (
             len(statement) + heading_length + path_length,
-            tuple(map(statement.count, query_terms)),
+            counts(statement),
             in_heading,
             in_path,
         )

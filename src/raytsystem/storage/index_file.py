@@ -41,7 +41,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "8"
+FORMAT: Final = "9"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
