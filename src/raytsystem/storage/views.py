@@ -73,6 +73,8 @@ class SegmentRecord(NamedTuple):
     line_start: int
     line_end: int
     sha256: str
+    page: int | None
+    cell: int | None
 
 
 class ClaimRecord(NamedTuple):
