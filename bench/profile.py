@@ -21,14 +21,22 @@ CATEGORIES: Final = (
     ("markdown-it-py parse", ("markdown_it/", "mdit_py_plugins/")),
     ("canonical JSON + ID hashing", ("raytsystem/canonical.py", "raytsystem/ids.py", "json/")),
     ("terms and stemming (index text)", ("raytsystem/model/terms.py", "Stemmer")),
-    ("sentence split + claims", ("raytsystem/sentences.py", "raytsystem/model/claims.py")),
+    ("sentence split + claims", ("raytsystem/sentences/", "raytsystem/model/claims.py")),
     ("markdown adapter (normalize)", ("raytsystem/model/adapters/",)),
     ("SQL (SQLAlchemy + sqlite3)", ("sqlalchemy/", "sqlite3")),
     (
         "FTS index build/check",
         ("raytsystem/storage/index_file.py", "raytsystem/pipeline/indexing.py"),
     ),
-    ("blob store I/O", ("raytsystem/storage/blobs.py", "blake3")),
+    (
+        "blob store I/O",
+        (
+            "raytsystem/storage/blobs.py",
+            "raytsystem/storage/packs.py",
+            "raytsystem/storage/addresses.py",
+            "blake3",
+        ),
+    ),
 )
 OTHER_RAYTSYSTEM: Final = "other raytsystem code"
 OTHER: Final = "other (stdlib, click, pydantic, ...)"

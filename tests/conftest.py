@@ -253,7 +253,7 @@ def blob_bytes(raw_root: Path, address: str) -> bytes:
 
 def pack_blobs(data: bytes) -> dict[str, bytes]:
     """address -> bytes of each blob in a pack's bytes, as its table says."""
-    from raytsystem.storage.blobs import pack_entries
+    from raytsystem.storage.packs import pack_entries
 
     entries = pack_entries(lambda offset, n: data[offset : offset + n], len(data))
     return {a: data[o : o + n] for a, o, n in entries}
@@ -263,7 +263,7 @@ def tamper_blob(raw_root: Path, address: str, transform: Any) -> None:
     """Change a stored blob's bytes where they are, as disk rot or a hand edit would: its own
     file, or its part of the pack holding it (None: removed from the pack's table). A pack is
     rewritten with its table adjusted and keeps its name, which its bytes no longer hash to."""
-    from raytsystem.storage.blobs import pack_bytes
+    from raytsystem.storage.packs import pack_bytes
 
     path, _, _ = blob_file(raw_root, address)
     path.chmod(0o644)

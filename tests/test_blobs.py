@@ -22,14 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytsystem.errors import BlobMissing, ChecksumMismatch, IntegrityError, UsageError
-from raytsystem.storage.blobs import (
-    DiskBlobStore,
-    MemoryBlobStore,
-    PackWriter,
-    check_address,
-    pack_bytes,
-    pack_entries,
-)
+from raytsystem.storage.blobs import DiskBlobStore, MemoryBlobStore, PackWriter, check_address
+from raytsystem.storage.packs import pack_bytes, pack_entries
 
 # --- filesystem access probe -------------------------------------------------------------------
 # Audit hooks cannot be removed, so one is installed for the module and only records while a
@@ -564,11 +558,11 @@ def test_a_pipe_named_like_a_pack_is_a_stray_and_never_opened(disk: DiskBlobStor
 
 def test_a_lookup_by_search_and_by_dictionary_agree(disk: DiskBlobStore) -> None:
     """A store searches the tables as read for its first lookups and then builds a
-    dictionary (_PackTables.SEARCHES): both find every blob where it is, the first pack
+    dictionary (PackTables.SEARCHES): both find every blob where it is, the first pack
     (by name) holding it when several do, and nothing for a blob no pack has."""
-    from raytsystem.storage.blobs import _PackTables
+    from raytsystem.storage.packs import PackTables
 
-    blobs = [f"blob {i}".encode() for i in range(2 * _PackTables.SEARCHES)]
+    blobs = [f"blob {i}".encode() for i in range(2 * PackTables.SEARCHES)]
     for part in range(4):  # four packs; each shares one blob with the next
         _packed(disk, *blobs[part * 32 : part * 32 + 33])
     searched, built = DiskBlobStore(disk.root), DiskBlobStore(disk.root)

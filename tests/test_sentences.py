@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytsystem.sentences import _HARD_BREAK, _Context, _hard_breaks, _walk, split_sentences
+from raytsystem.sentences import split_sentences
+from raytsystem.sentences.split import _HARD_BREAK, _Context, _hard_breaks, _walk
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sentences"
 LANGUAGES = ("en", "ru", "zh", "ja")

@@ -19,6 +19,7 @@ normalization's `meta` so later generations can re-resolve citations without re-
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -102,13 +103,8 @@ def parse_note(
 ) -> tuple[list[ClaimRow], list[EvidenceRow], dict[str, Any]]:
     """The claim rows, statement evidence and meta of a note (see module docstring)."""
     meta, error = parse_front_matter(normalized.front_matter)
-    definitions: dict[str, str] = {}
-    for seg in normalized.segments:
-        if seg.kind == "footnote" and seg.label is not None:
-            body = normalized.text[seg.start : seg.end]
-            definitions[seg.label] = (
-                (definitions[seg.label] + " " + body) if seg.label in definitions else body
-            )
+    definitions = _footnote_definitions(normalized)
+    text = normalized.text
     claims: list[ClaimRow] = []
     evidence: list[EvidenceRow] = []
     entries: list[dict[str, Any]] = []
@@ -118,52 +114,25 @@ def parse_note(
     for ordinal, seg in enumerate(normalized.segments):
         links.extend(t for _, _, t in seg.links)
         if path == ENTITIES_PATH and seg.kind == "list_item":
-            m = _ENTITY.match(" ".join(normalized.text[seg.start : seg.end].split()))
-            if m:
-                entities.append(
-                    {"name": m.group("name").strip(), "description": m.group("description").strip()}
-                )
+            entity = _entity(text[seg.start : seg.end])
+            if entity is not None:
+                entities.append(entity)
         if seg.kind not in PROSE_KINDS or seg.kind == "footnote" or meta.status == "draft":
             continue
         seg_row = segments[ordinal]
-        for sentence in sentences(normalized.text, seg, ordinal):
+        for sentence in sentences(text, seg, ordinal):
             occurrence = occurrences.get(sentence.statement, 0)
             occurrences[sentence.statement] = occurrence + 1
             cid = ids.claim_id(source_id, "manual", sentence.statement, occurrence)
-            sha = sha256_hex(normalized.text[sentence.start : sentence.end])
+            sha = sha256_hex(text[sentence.start : sentence.end])
             eid = ids.evidence_id(cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
             claims.append(ClaimRow(cid, source_id, "manual", sentence.statement, occurrence))
             evidence.append(
                 EvidenceRow(eid, cid, seg_row.id, sentence.start, sentence.end, sha, "statement")
             )
-            citations: list[dict[str, str]] = []
-            problems: list[dict[str, str]] = []
-            for label in sentence.refs:
-                if label not in definitions:
-                    problems.append(
-                        {
-                            "code": "citation_undefined",
-                            "message": f"footnote [^{label}] has no definition",
-                        }
-                    )
-                    continue
-                pairs = parse_citations(definitions[label])
-                if pairs is None:
-                    problems.append(
-                        {
-                            "code": "citation_malformed",
-                            "message": f'footnote [^{label}] is not `path "quote"`: {definitions[label][:120]}',
-                        }
-                    )
-                    continue
-                citations.extend({"label": label, "path": p, "quote": q} for p, q in pairs)
-            for label in _UNDEFINED_REF.findall(normalized.text[sentence.start : sentence.end]):
-                problems.append(
-                    {
-                        "code": "citation_undefined",
-                        "message": f"footnote [^{label}] has no definition",
-                    }
-                )
+            citations, problems = _citations(
+                sentence.refs, definitions, text[sentence.start : sentence.end]
+            )
             rel_start = sentence.start - seg.start
             rel_end = sentence.end - seg.start
             entries.append(
@@ -183,3 +152,59 @@ def parse_note(
         "entities": entities,
     }
     return claims, evidence, note_meta
+
+
+def _footnote_definitions(normalized: Normalized) -> dict[str, str]:
+    """label -> the text of its footnote definition (the paragraphs of one label joined)."""
+    definitions: dict[str, str] = {}
+    for seg in normalized.segments:
+        if seg.kind == "footnote" and seg.label is not None:
+            body = normalized.text[seg.start : seg.end]
+            definitions[seg.label] = (
+                (definitions[seg.label] + " " + body) if seg.label in definitions else body
+            )
+    return definitions
+
+
+def _entity(item: str) -> dict[str, str] | None:
+    """The entity a list item of the registry names (`Name: description`), if it names one."""
+    m = _ENTITY.match(" ".join(item.split()))
+    if m is None:
+        return None
+    return {"name": m.group("name").strip(), "description": m.group("description").strip()}
+
+
+def _citations(
+    refs: Sequence[str], definitions: dict[str, str], excerpt: str
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The citations of a sentence with footnote references `refs` and text `excerpt`, and
+    the problems of those that cannot be read: no definition, or not `path "quote"`."""
+    citations: list[dict[str, str]] = []
+    problems: list[dict[str, str]] = []
+    for label in refs:
+        if label not in definitions:
+            problems.append(
+                {
+                    "code": "citation_undefined",
+                    "message": f"footnote [^{label}] has no definition",
+                }
+            )
+            continue
+        pairs = parse_citations(definitions[label])
+        if pairs is None:
+            problems.append(
+                {
+                    "code": "citation_malformed",
+                    "message": f'footnote [^{label}] is not `path "quote"`: {definitions[label][:120]}',
+                }
+            )
+            continue
+        citations.extend({"label": label, "path": p, "quote": q} for p, q in pairs)
+    for label in _UNDEFINED_REF.findall(excerpt):
+        problems.append(
+            {
+                "code": "citation_undefined",
+                "message": f"footnote [^{label}] has no definition",
+            }
+        )
+    return citations, problems

@@ -22,7 +22,7 @@ from ..storage import generations, views
 from ..storage import states as state
 from ..storage.views import ActiveClaim
 from ..workspace import is_note
-from .manual import Note, _notes_from_ledger
+from .manual_notes import Note, notes_from_ledger
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -44,7 +44,7 @@ def graph(
     conn: Connection, generation: generations.GenerationRef, *, max_nodes: int = DEFAULT_MAX_NODES
 ) -> dict[str, Any]:
     sources = state.active_sources(conn, generation.number)
-    notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
+    notes = notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
     claims = views.active_claims(conn, generation.number)
     entities = {
         entity_id(e["name"]): e

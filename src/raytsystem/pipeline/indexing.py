@@ -120,6 +120,45 @@ def source_rows(
     in_segment: dict[str, list[tuple[int, int, str]]] = {}
     for claim, terms in zip(confirmed, claim_terms, strict=True):
         in_segment.setdefault(claim.segment_id, []).append((claim.start, claim.end, terms))
+    whole, headings, stood_for = _add_segment_rows(
+        rows, source_id, path, pterms, segments, in_segment, analyzer
+    )
+    if normalization_id and (whole or headings):
+        # The whole source as one document: the context QUERY weighs claims by.
+        rows.append(
+            (
+                "source",
+                source_id,
+                normalization_id,
+                source_id,
+                path,
+                "[]",
+                "",
+                "",
+                "",
+                path,
+                "",
+                " ".join(whole),
+                " ".join(headings),
+                pterms,
+            )
+        )
+    _add_claim_rows(rows, source_id, path, pterms, confirmed, claim_terms, stood_for, analyzer)
+    return rows
+
+
+def _add_segment_rows(
+    rows: list[Row],
+    source_id: str,
+    path: str,
+    pterms: str,
+    segments: Sequence[SegmentFact],
+    in_segment: dict[str, list[tuple[int, int, str]]],
+    analyzer: Analyzer,
+) -> tuple[list[str], list[str], set[str]]:
+    """Add the rows of the segments that need one (`in_segment`: segment ID -> its confirmed
+    claims' (start, end, terms)); return the terms of the source's body and of its headings,
+    in order, and the IDs of the segments whose claims stand for them."""
     stood_for: set[str] = set()
     whole: list[str] = []
     headings: list[str] = []
@@ -159,26 +198,20 @@ def source_rows(
                 pterms,
             )
         )
-    if normalization_id and (whole or headings):
-        # The whole source as one document: the context QUERY weighs claims by.
-        rows.append(
-            (
-                "source",
-                source_id,
-                normalization_id,
-                source_id,
-                path,
-                "[]",
-                "",
-                "",
-                "",
-                path,
-                "",
-                " ".join(whole),
-                " ".join(headings),
-                pterms,
-            )
-        )
+    return whole, headings, stood_for
+
+
+def _add_claim_rows(
+    rows: list[Row],
+    source_id: str,
+    path: str,
+    pterms: str,
+    confirmed: Sequence[ClaimFact],
+    claim_terms: Sequence[str],
+    stood_for: set[str],
+    analyzer: Analyzer,
+) -> None:
+    """Add a row for each confirmed claim; one whose segment has no row of its own names it."""
     for claim, terms in zip(confirmed, claim_terms, strict=True):
         rows.append(
             (
@@ -198,7 +231,6 @@ def source_rows(
                 pterms,
             )
         )
-    return rows
 
 
 def _tiled(seg: SegmentFact, claims: list[tuple[int, int, str]]) -> bool:

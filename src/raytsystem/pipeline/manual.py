@@ -18,15 +18,12 @@ Runs in the parent process during ingest, after every changed file is normalized
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Connection
 
-from ..canonical import sha256_hex
 from ..model.generation import ClaimState, SourceState, source_digest
 from ..model.objects import ChainIds, EvidenceRow, claim_hash, source_id_for
 from ..model.text import Finding
@@ -36,6 +33,7 @@ from ..storage.blobs import BlobStore
 from ..storage.states import ActiveSource
 from ..workspace import is_note
 from .files import KeptFile
+from .manual_notes import MESSAGES, Note, Texts, link_exists, locate, notes_from_ledger
 
 STATUS_ORDER = {"retracted": 2, "disputed": 1}
 
@@ -55,84 +53,124 @@ class ManualResult:
     findings: list[Finding] = field(default_factory=list)
 
 
-@dataclass
-class Note:
-    path: str
-    source_id: str
-    revision_id: str
-    normalization_id: str
-    meta: dict[str, Any]
+def resolve_manual(
+    conn: Connection,
+    blobs: BlobStore,
+    parent_number: int | None,
+    active: dict[str, ActiveSource],
+    changed: dict[str, KeptFile],
+    states: dict[str, SourceState],
+    removed: set[str],
+    staged: Staged,
+    ids: ChainIds,
+) -> ManualResult:
+    """Claims and statuses the notes decide for the new generation.
 
-    @property
-    def current(self) -> bool:
-        return self.meta.get("note_error") is None and self.meta["note"]["status"] == "current"
+    `states` holds the new state of every source changed in this ingest, without its claims
+    (they are staged, reachable through `staged`); the result holds the states that the notes
+    decided or changed, with their claims.
+    """
+    result = ManualResult()
+    removed_paths = {a.path for a in active.values() if a.source_id in removed}
 
-    def directives(self) -> dict[str, str]:
-        if not self.current:
-            return {}
-        out = {cid: "disputed" for cid in self.meta["note"]["disputes"]}
-        out.update({cid: "retracted" for cid in self.meta["note"]["retracts"]})
-        return out
+    # 1. Notes of the new generation, and the parent's notes (for the old directives).
+    parent_notes = notes_from_ledger(conn, [a for a in active.values() if is_note(a.path)])
+    notes = _notes_now(parent_notes, changed, removed_paths, result)
 
-    def cited_paths(self) -> set[str]:
-        return {c["path"] for e in self.meta["claims"] for c in e["citations"]}
+    # 2. Which notes to resolve now, and resolving them.
+    new_overlay = _overlay(notes.values())
+    flipped = _flipped(_overlay(parent_notes.values()), new_overlay)
+    owners = _owners(conn, parent_number, flipped, states, staged)
+    touched_paths = set(changed) | removed_paths
+    to_resolve = [
+        n
+        for p, n in sorted(notes.items())
+        if p in changed or n.cited_paths() & touched_paths or n.source_id in owners.values()
+    ]
+    sources: dict[str, str | None] = {
+        a.path: a.normalization_id for a in active.values() if a.source_id not in removed
+    }
+    for path, r in changed.items():
+        # Their rows are written already: the texts are read back from the blobs.
+        sources[path] = r.normalization_id
+    _resolve_notes(conn, blobs, to_resolve, notes, sources, states, ids, result)
 
+    # Owners of every directive's target, now that this ingest's notes have their states.
+    targets = _owners(conn, parent_number, set(new_overlay), states, staged)
+    _restore_staged_claims(set(owners.values()) | set(targets.values()), states, staged, result)
 
-class Texts:
-    """Current normalized text and segments of sources, read from the ledger and the blobs."""
+    # 3. Apply the directives to every state computed now, and to the owners of flipped claims.
+    _add_owner_states(conn, parent_number, set(owners.values()) - set(states), active, states)
+    _apply_overlay(conn, new_overlay, states, result)
 
-    def __init__(self, conn: Connection, blobs: BlobStore, sources: dict[str, str | None]) -> None:
-        self.conn = conn
-        self.blobs = blobs
-        self.sources = sources  # path -> its normalization in the new generation
-        self._cache: dict[str, tuple[str, str, list[tuple[str, int, int]]] | None] = {}
-
-    def get(self, path: str) -> tuple[str, str, list[tuple[str, int, int]]] | None:
-        """(normalization id, text, [(segment id, start, end)]) of the source at `path`."""
-        if path in self._cache:
-            return self._cache[path]
-        nid = self.sources.get(path)
-        value = None
-        if nid is not None:
-            blob = ledger_sources.text_blobs(self.conn, [nid]).get(nid)
-            if blob:
-                segs = ledger_sources.segment_spans(self.conn, nid)
-                value = (nid, self.blobs.get(blob).decode("utf-8"), segs)
-        self._cache[path] = value
-        return value
-
-
-def quote_pattern(quote: str) -> re.Pattern[str]:
-    return re.compile(r"\s+".join(re.escape(word) for word in quote.split()))
-
-
-def locate(texts: Texts, path: str, quote: str) -> tuple[str, tuple[str, int, int, str] | None]:
-    """('found', (segment, start, end, sha)) or (problem code, None)."""
-    target = texts.get(path)
-    if target is None:
-        return "citation_source_missing", None
-    _nid, text, segments = target
-    if not quote.split():
-        return "citation_malformed", None
-    pattern = quote_pattern(quote)
-    hits = []
-    for seg_id, start, end in segments:
-        for m in pattern.finditer(text, start, end):
-            hits.append((seg_id, m.start(), m.end()))
-            if len(hits) > 1:
-                return "citation_ambiguous", None
-    if not hits:
-        return "citation_not_found", None
-    seg_id, start, end = hits[0]
-    return "found", (seg_id, start, end, sha256_hex(text[start:end]))
+    # 4. Directives naming claims that are not in this generation.
+    resolved = {n.path for n in to_resolve}
+    result.findings.extend(_unknown_targets(notes, resolved, targets, states, removed))
+    return result
 
 
-MESSAGES = {
-    "citation_source_missing": "cites {path}, which is not an active source",
-    "citation_ambiguous": 'the quote "{quote}" occurs more than once in {path}',
-    "citation_not_found": 'the quote "{quote}" is not in the current revision of {path}',
-    "citation_malformed": "the citation of {path} has an empty quote",
-}
+def _notes_now(
+    parent_notes: dict[str, Note],
+    changed: dict[str, KeptFile],
+    removed_paths: set[str],
+    result: ManualResult,
+) -> dict[str, Note]:
+    """The notes of the new generation: the parent's that stay as they were, and the changed
+    ones as just parsed (an outdated one gets an info finding)."""
+    notes = {p: n for p, n in parent_notes.items() if p not in changed and p not in removed_paths}
+    for path, r in changed.items():
+        if not is_note(path) or r.note_meta is None:
+            continue
+        sid = source_id_for(path)
+        meta = r.note_meta
+        notes[path] = Note(path, sid, r.revision_id, r.normalization_id, meta)
+        if meta["note_error"] is None and meta["note"]["status"] == "outdated":
+            result.findings.append(
+                Finding("note_outdated", path, "outdated note: its claims are not active", "info")
+            )
+    return notes
+
+
+def _flipped(old_overlay: dict[str, str], new_overlay: dict[str, str]) -> set[str]:
+    """The claims whose directed status differs between the two overlays."""
+    return {
+        c for c in set(old_overlay) | set(new_overlay) if old_overlay.get(c) != new_overlay.get(c)
+    }
+
+
+def _resolve_notes(
+    conn: Connection,
+    blobs: BlobStore,
+    to_resolve: list[Note],
+    notes: dict[str, Note],
+    sources: dict[str, str | None],
+    states: dict[str, SourceState],
+    ids: ChainIds,
+    result: ManualResult,
+) -> None:
+    """Resolve each note of `to_resolve` against the current texts of `sources` (path ->
+    normalization): its new state goes to `states` and the result, with its evidence and
+    findings, and a finding for each of its links that leads nowhere."""
+    texts = Texts(conn, blobs, sources)
+    statements = _statements(conn, [e["id"] for n in to_resolve for e in n.meta["claims"]])
+    for note in to_resolve:
+        base, evidence, findings = resolve_note(note, texts, statements, ids)
+        result.evidence.extend(evidence)
+        result.findings.extend(findings)
+        states[note.source_id] = SourceState(
+            note.source_id,
+            note.path,
+            note.revision_id,
+            note.normalization_id,
+            source_digest(note.source_id, note.revision_id, note.normalization_id, base),
+            tuple(base),
+        )
+        result.states[note.source_id] = states[note.source_id]
+        for link in note.meta["links"]:
+            if not link_exists(link, notes, sources):
+                result.findings.append(
+                    Finding("dead_link", note.path, f"[[{link}]] links to nothing")
+                )
 
 
 def resolve_note(
@@ -182,121 +220,34 @@ def resolve_note(
     return states, evidence, findings
 
 
-def _statements(
-    conn: Connection, ids: list[str], known: dict[str, str] | None = None
-) -> dict[str, str]:
-    out = dict(known or {})
-    missing = [i for i in ids if i not in out]
-    out.update((cid, text) for cid, (text, _) in ledger_sources.claim_texts(conn, missing).items())
-    return out
+def _statements(conn: Connection, claim_ids: list[str]) -> dict[str, str]:
+    """claim ID -> its statement."""
+    return {cid: text for cid, (text, _) in ledger_sources.claim_texts(conn, claim_ids).items()}
 
 
-def _notes_from_ledger(conn: Connection, items: Iterable[ActiveSource]) -> dict[str, Note]:
-    items = [a for a in items if a.normalization_id]
-    metas = ledger_sources.normalization_metas(
-        conn, [a.normalization_id for a in items if a.normalization_id]
-    )
-    out = {}
-    for a in items:
-        raw = metas.get(a.normalization_id or "")
-        if raw:
-            meta = json.loads(raw)
-            if "claims" in meta:
-                out[a.path] = Note(
-                    a.path, a.source_id, a.revision_id, a.normalization_id or "", meta
-                )
-    return out
-
-
-def resolve_manual(
-    conn: Connection,
-    blobs: BlobStore,
-    parent_number: int | None,
-    active: dict[str, ActiveSource],
-    changed: dict[str, KeptFile],
-    states: dict[str, SourceState],
-    removed: set[str],
-    staged: Staged,
-    ids: ChainIds,
-) -> ManualResult:
-    """Claims and statuses the notes decide for the new generation.
-
-    `states` holds the new state of every source changed in this ingest, without its claims
-    (they are staged, reachable through `staged`); the result holds the states that the notes
-    decided or changed, with their claims.
-    """
-    result = ManualResult()
-    removed_paths = {a.path for a in active.values() if a.source_id in removed}
-
-    # 1. Notes of the new generation, and the parent's notes (for the old directives).
-    parent_notes = _notes_from_ledger(conn, [a for a in active.values() if is_note(a.path)])
-    notes = {p: n for p, n in parent_notes.items() if p not in changed and p not in removed_paths}
-    statements: dict[str, str] = {}
-    for path, r in changed.items():
-        if not is_note(path) or r.note_meta is None:
-            continue
-        sid = source_id_for(path)
-        meta = r.note_meta
-        notes[path] = Note(path, sid, r.revision_id, r.normalization_id, meta)
-        if meta["note_error"] is None and meta["note"]["status"] == "outdated":
-            result.findings.append(
-                Finding("note_outdated", path, "outdated note: its claims are not active", "info")
-            )
-
-    # 2. Which notes to resolve now.
-    touched_paths = set(changed) | removed_paths
-    old_overlay = _overlay(parent_notes.values())
-    new_overlay = _overlay(notes.values())
-    flipped = {
-        c for c in set(old_overlay) | set(new_overlay) if old_overlay.get(c) != new_overlay.get(c)
-    }
-    owners = _owners(conn, parent_number, flipped, states, staged)
-    to_resolve = [
-        n
-        for p, n in sorted(notes.items())
-        if p in changed or n.cited_paths() & touched_paths or n.source_id in owners.values()
-    ]
-    sources: dict[str, str | None] = {
-        a.path: a.normalization_id for a in active.values() if a.source_id not in removed
-    }
-    for path, r in changed.items():
-        # Their rows are written already: the texts are read back from the blobs.
-        sources[path] = r.normalization_id
-    texts = Texts(conn, blobs, sources)
-    statements = _statements(
-        conn, [e["id"] for n in to_resolve for e in n.meta["claims"]], statements
-    )
-    for note in to_resolve:
-        base, evidence, findings = resolve_note(note, texts, statements, ids)
-        result.evidence.extend(evidence)
-        result.findings.extend(findings)
-        states[note.source_id] = SourceState(
-            note.source_id,
-            note.path,
-            note.revision_id,
-            note.normalization_id,
-            source_digest(note.source_id, note.revision_id, note.normalization_id, base),
-            tuple(base),
-        )
-        result.states[note.source_id] = states[note.source_id]
-        for link in note.meta["links"]:
-            if not _link_exists(link, notes, sources):
-                result.findings.append(
-                    Finding("dead_link", note.path, f"[[{link}]] links to nothing")
-                )
-
-    # Owners of every directive's target, now that this ingest's notes have their states.
-    targets = _owners(conn, parent_number, set(new_overlay), states, staged)
-    # The claims of changed sources that a directive reaches come back from staging.
-    for sid in set(owners.values()) | set(targets.values()):
+def _restore_staged_claims(
+    source_ids: set[str], states: dict[str, SourceState], staged: Staged, result: ManualResult
+) -> None:
+    """The claims of changed sources that a directive reaches come back from staging (their
+    states were computed without them) unless the notes decided those states already."""
+    for sid in source_ids:
         s = states.get(sid)
         if s is not None and not s.claims and sid not in result.states:
             states[sid] = SourceState(
                 sid, s.path, s.revision_id, s.normalization_id, s.digest, staged.claims_of(sid)
             )
 
-    # 3. Apply the directives to every state computed now, and to the owners of flipped claims.
-    for sid in set(owners.values()) - set(states):
+
+def _add_owner_states(
+    conn: Connection,
+    parent_number: int | None,
+    source_ids: set[str],
+    active: dict[str, ActiveSource],
+    states: dict[str, SourceState],
+) -> None:
+    """A state for each unchanged source owning a claim whose directive changed: its claims as
+    in the parent, without the directives' statuses and marked for a new hash."""
+    for sid in source_ids:
         a = next((x for x in active.values() if x.source_id == sid), None)
         if a is None:
             continue
@@ -305,6 +256,16 @@ def resolve_manual(
         # and an extracted claim's status without directives is always `confirmed`.
         undirected = tuple(_undirected(c) for _, c in parent_claims)
         states[sid] = SourceState(sid, a.path, a.revision_id, a.normalization_id, "", undirected)
+
+
+def _apply_overlay(
+    conn: Connection,
+    overlay: dict[str, str],
+    states: dict[str, SourceState],
+    result: ManualResult,
+) -> None:
+    """Give every claim of `states` its status under the directives (`overlay`); a state
+    whose claims change, or that has no digest yet, gets a new digest and goes to the result."""
     known = ledger_sources.claim_texts(
         conn, [c.claim_id for s in states.values() for c in s.claims]
     )
@@ -312,7 +273,7 @@ def resolve_manual(
         new_claims = []
         for c in s.claims:
             base_status = "confirmed" if c.status in STATUS_ORDER else c.status
-            status = new_overlay.get(c.claim_id, base_status)
+            status = overlay.get(c.claim_id, base_status)
             if status == c.status and c.claim_hash:
                 new_claims.append(c)
                 continue
@@ -334,8 +295,17 @@ def resolve_manual(
             )
             result.states[sid] = states[sid]
 
-    # 4. Directives naming claims that are not in this generation.
-    resolved = {n.path for n in to_resolve}
+
+def _unknown_targets(
+    notes: dict[str, Note],
+    resolved: set[str],
+    targets: dict[str, str],
+    states: dict[str, SourceState],
+    removed: set[str],
+) -> list[Finding]:
+    """An `unknown_claim_id` finding for each directive naming a claim that is not active in
+    the new generation, reported where this ingest touched the note or the claim's owner."""
+    findings = []
     for note in sorted(notes.values(), key=lambda n: n.path):
         for cid in sorted(note.directives()):
             owner = targets.get(cid)
@@ -345,14 +315,14 @@ def resolve_manual(
                 and (owner not in states or any(c.claim_id == cid for c in states[owner].claims))
             )
             if not alive and (note.path in resolved or owner in states or owner in removed):
-                result.findings.append(
+                findings.append(
                     Finding(
                         "unknown_claim_id",
                         note.path,
                         f"{cid} is not an active claim of this generation",
                     )
                 )
-    return result
+    return findings
 
 
 def _undirected(c: ClaimState) -> ClaimState:
@@ -386,17 +356,3 @@ def _owners(
     if parent_number is not None:
         owners.update(ledger_sources.claim_owners(conn, parent_number, claim_ids - set(owners)))
     return owners
-
-
-def _link_exists(link: str, notes: dict[str, Note], sources: dict[str, Any]) -> bool:
-    target = link.strip()
-    names = {e["name"].casefold() for n in notes.values() for e in n.meta.get("entities", [])}
-    if target.casefold() in names:
-        return True
-    candidates = {
-        target,
-        f"{target}.md",
-        f"knowledge/manual/{target}",
-        f"knowledge/manual/{target}.md",
-    }
-    return bool(candidates & set(sources))

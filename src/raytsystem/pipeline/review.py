@@ -39,7 +39,7 @@ from ..storage.blobs import BlobStore
 from ..storage.views import ActiveClaim
 from ..workspace import is_note
 from .files import now_iso
-from .manual import MESSAGES, Note, Texts, _link_exists, _notes_from_ledger, locate
+from .manual_notes import MESSAGES, Note, Texts, link_exists, locate, notes_from_ledger
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -111,7 +111,7 @@ def audit(
     # A claim whose source row is missing is left out (verify reports the dangling reference).
     claims = [c for c in views.active_claims(conn, number) if c.path is not None]
     sources = state.active_sources(conn, number)
-    notes = _notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
+    notes = notes_from_ledger(conn, [a for a in sources.values() if is_note(a.path)])
     paths = {a.path: a.normalization_id for a in sources.values()}
     texts = Texts(conn, blobs, paths)
     by_id = {c.claim_id: c for c in claims}
@@ -144,7 +144,7 @@ def _note_findings(
         if note.meta.get("note_error"):
             yield _finding("error", "front_matter_invalid", [note.path], note.meta["note_error"])
         for link in note.meta["links"]:
-            if not _link_exists(link, notes, paths):
+            if not link_exists(link, notes, paths):
                 yield _finding("warning", "dead_link", [note.path], f"[[{link}]] links to nothing")
         for cid in sorted(note.directives()):
             if cid not in by_id:

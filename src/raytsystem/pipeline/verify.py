@@ -39,7 +39,9 @@ from ..ids import IdScheme
 from ..model.objects import chain_ids
 from ..progress import Progress
 from ..storage import generations, index_file, index_folder, integrity
-from ..storage.blobs import ALGORITHM, PACKS, DiskBlobStore
+from ..storage.addresses import ALGORITHM
+from ..storage.blobs import DiskBlobStore
+from ..storage.packs import PACKS
 from ..syscalls import start_helper
 from .indexing import generation_digest
 from .verify_generations import check_generations

@@ -6,14 +6,12 @@ destination directory, fsyncs it, makes it read-only, publishes it with `os.link
 replaces an existing file), removes the temp name and fsyncs the directory. A crash leaves either
 no blob or a complete one; at worst a stray `.tmp-*` file that `verify` reports.
 
-Ingest writes thousands of blobs, and a file per blob costs the kernel more than hashing and
-writing its bytes (ADR 0025). Its workers write the new blobs of a chunk of files as one *pack*:
-a read-only file `_raw/blake3/packs/<64 hex>.pack`, named by the BLAKE3 of its own bytes, that
-holds a table of (address, offset, length) and then the blobs. A `PackWriter` stages the pack
-unsynced in `_raw/.staging/`; the parent `publish`es each batch: one filesystem sync (Linux
-`syncfs`; one fsync per file elsewhere), a link per pack, one more sync for the names. The
-guarantee is `put`'s (nothing can be found before its bytes are on disk) for two syncs per batch.
-A blob is found loose first, then in the packs; the packs' tables are read once per store.
+Ingest's workers write the new blobs of a chunk of files as one read-only *pack* instead
+(storage/packs.py, ADR 0025), staged unsynced in `_raw/.staging/`; the parent `publish`es each
+batch: one filesystem sync (Linux `syncfs`; one fsync per file elsewhere), a link per pack, one
+more sync for the names. The guarantee is `put`'s (nothing can be found before its bytes are on
+disk) for two syncs per batch. A blob is found loose first, then in the packs; the packs'
+tables are read once per store.
 
 `get` always re-hashes what it read and raises `ChecksumMismatch` when the bytes no longer match
 their address, so no caller can use altered bytes by accident. An address is checked for form
@@ -25,115 +23,35 @@ suite against both).
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
-import re
 import secrets
 import shutil
-import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final, Protocol
 
-import blake3
-
 from ..errors import BlobMissing, ChecksumMismatch, NotFound, UsageError
 from ..syscalls import syncfs
+from .addresses import ADDRESS_RE, ALGORITHM, address_of, check_address, hash_file, hasher
+from .packs import PACK_NAME, PACKS, Location, PackTables, pack_entries, read_at, stage_pack
 
-ALGORITHM: Final = "blake3"
-_ADDRESS_RE: Final = re.compile(r"[0-9a-f]{64}")
-_CHUNK: Final = 1 << 20
+# `address_of` and `check_address` (addresses.py) are part of the store's interface too.
+__all__ = [
+    "PACK_BYTES",
+    "STAGING",
+    "BlobStore",
+    "DiskBlobStore",
+    "MemoryBlobStore",
+    "PackWriter",
+    "address_of",
+    "check_address",
+]
+
 STAGING: Final = ".staging"  # under the store's root, beside `blake3/`: same filesystem
-PACKS: Final = "packs"  # under `blake3/`, beside the shards: never a shard's two hex digits
-_PACK_RE: Final = re.compile(r"[0-9a-f]{64}\.pack")
-# A pack: magic and entry count, the entries sorted by address (32-byte digest, offset from the
-# start of the file, length), then the blobs in that order.
-_PACK_HEAD: Final = struct.Struct("<8sI")
-_PACK_ENTRY: Final = struct.Struct("<32sQQ")
-_PACK_MAGIC: Final = b"RAYTPAK1"
 # A pack is written once the blobs waiting for it pass this: what a worker holds, and what
 # `verify` reads at once, stays near it (a larger blob makes a pack of its own size).
 PACK_BYTES: Final = 16 << 20
-
-Location = tuple[str, int, int]  # (pack file, offset, length)
-
-
-def check_address(address: str) -> str:
-    """Return `address` if it is 64 lowercase hex digits, else raise."""
-    if not isinstance(address, str) or not _ADDRESS_RE.fullmatch(address):
-        raise UsageError(f"malformed blob address: {address!r}", code="invalid_address")
-    return address
-
-
-def address_of(data: bytes | memoryview) -> str:
-    return blake3.blake3(data).hexdigest()
-
-
-def pack_parts(blobs: dict[str, bytes]) -> list[bytes]:
-    """The pack holding `blobs` (address -> bytes), as its table and then each blob: the same
-    blobs make the same bytes."""
-    items = sorted(blobs.items())
-    offset = _PACK_HEAD.size + _PACK_ENTRY.size * len(items)
-    table = [_PACK_HEAD.pack(_PACK_MAGIC, len(items))]
-    for address, data in items:
-        table.append(_PACK_ENTRY.pack(bytes.fromhex(address), offset, len(data)))
-        offset += len(data)
-    return [b"".join(table), *(data for _, data in items)]
-
-
-def pack_bytes(blobs: dict[str, bytes]) -> bytes:
-    return b"".join(pack_parts(blobs))
-
-
-def pack_table(read: Callable[[int, int], bytes], size: int) -> bytes:
-    """A pack's table of entries as its bytes, given `read(offset, n)` on a file of `size`
-    bytes; ValueError if the file does not start as a pack or its table does not fit."""
-    head = read(0, _PACK_HEAD.size)
-    if len(head) < _PACK_HEAD.size or head[:8] != _PACK_MAGIC:
-        raise ValueError("it does not start as a pack")
-    count = _PACK_HEAD.unpack(head)[1]
-    if _PACK_HEAD.size + count * _PACK_ENTRY.size > size:
-        raise ValueError(f"its table of {count} entries is longer than the file")
-    table = read(_PACK_HEAD.size, count * _PACK_ENTRY.size)
-    if len(table) != count * _PACK_ENTRY.size:
-        raise ValueError("its table was cut short")
-    return table
-
-
-def pack_entries(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int]]:
-    """(address, offset, length) of each blob in a pack of `size` bytes, given
-    `read(offset, n)`; ValueError if the table is not a pack's or points outside the file."""
-    table = pack_table(read, size)
-    entries = []
-    for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
-        if not _fits(offset, length, table, size):
-            raise ValueError(f"an entry points outside the file ({offset}+{length})")
-        entries.append((digest.hex(), offset, length))
-    return entries
-
-
-def _hasher(size: int) -> blake3.blake3:
-    """A BLAKE3 hasher for `size` bytes: only large inputs use BLAKE3's own threads, whose
-    start-up would cost more than hashing a small one."""
-    return blake3.blake3(max_threads=blake3.blake3.AUTO if size >= _CHUNK else 1)
-
-
-def _fits(offset: int, length: int, table: bytes, size: int) -> bool:
-    """Whether an entry points inside its pack's file, after the table."""
-    return offset >= _PACK_HEAD.size + len(table) and offset + length <= size
-
-
-def _pread(fd: int, length: int, offset: int) -> bytes:
-    parts = []
-    while length:
-        part = os.pread(fd, length, offset)
-        if not part:
-            break  # the file is shorter than its table says: the caller's hash will differ
-        parts.append(part)
-        length -= len(part)
-        offset += len(part)
-    return b"".join(parts)
 
 
 class BlobStore(Protocol):
@@ -183,96 +101,6 @@ class MemoryBlobStore:
         self._blobs[address] = data
 
 
-def _entries(path: str, size: int, table: bytes) -> Iterator[tuple[bytes, Location]]:
-    """(digest, location) of each entry of a pack's table that points inside its file."""
-    for digest, offset, length in _PACK_ENTRY.iter_unpack(table):
-        if _fits(offset, length, table, size):
-            yield digest, (path, offset, length)
-
-
-class _PackTables:
-    """Where packed blobs are, from the packs' tables as read (ADR 0025).
-
-    Turning every entry into a dictionary item costs Python about a microsecond each: 20 ms
-    at 10,000 files, more than a query's own work. So the tables are kept as the bytes they
-    are, and a lookup searches all of them at once (`bytes.find` over the joined entries);
-    a store that looks up many blobs (a worker, `verify`) builds the dictionary, once."""
-
-    SEARCHES: Final = 64  # lookups by search before the dictionary is built
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()  # the packs read, good or not
-        self._packs: list[tuple[str, int, bytes]] = []  # (path, size, its table's entries)
-        self._joined: bytes | None = None  # every table's entries, in `_packs` order
-        self._starts: list[int] = []  # the index in `_joined` of each pack's first entry
-        self._by_digest: dict[bytes, Location] | None = None
-        self._searches = 0
-
-    def read(self, path: str) -> None:
-        """Add a pack's table. A pack that cannot be read or is not a pack is left out: its
-        blobs are missing here, and `verify` reports the pack."""
-        self.names.add(os.path.basename(path))
-        try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                size = os.fstat(fd).st_size
-                table = pack_table(lambda offset, n: _pread(fd, n, offset), size)
-            finally:
-                os.close(fd)
-        except (OSError, ValueError):
-            return
-        self._packs.append((path, size, table))
-        self._joined = None
-        if self._by_digest is not None:
-            self._fill(path, size, table)
-
-    def forget(self, path: str) -> None:
-        self.names.discard(os.path.basename(path))
-        self._packs = [p for p in self._packs if p[0] != path]
-        self._joined = None
-        if self._by_digest is not None:
-            self._by_digest = {d: w for d, w in self._by_digest.items() if w[0] != path}
-
-    def find(self, address: str) -> Location | None:
-        digest = bytes.fromhex(address)
-        if self._by_digest is None:
-            self._searches += 1
-            if self._searches <= self.SEARCHES:
-                return self._search(digest)
-            self._by_digest = {}
-            for pack in self._packs:
-                self._fill(*pack)
-        return self._by_digest.get(digest)
-
-    def addresses(self) -> set[str]:
-        return {digest.hex() for pack in self._packs for digest, _ in _entries(*pack)}
-
-    def _fill(self, path: str, size: int, table: bytes) -> None:
-        assert self._by_digest is not None
-        for digest, where in _entries(path, size, table):
-            self._by_digest.setdefault(digest, where)
-
-    def _search(self, digest: bytes) -> Location | None:
-        if self._joined is None:
-            self._joined = b"".join(table for _, _, table in self._packs)
-            self._starts = []
-            first = 0
-            for _, _, table in self._packs:
-                self._starts.append(first)
-                first += len(table) // _PACK_ENTRY.size
-        at = self._joined.find(digest)
-        while at != -1:
-            if at % _PACK_ENTRY.size == 0:  # a digest, not bytes across two fields
-                path, size, table = self._packs[
-                    bisect.bisect_right(self._starts, at // _PACK_ENTRY.size) - 1
-                ]
-                _, offset, length = _PACK_ENTRY.unpack_from(self._joined, at)
-                if _fits(offset, length, table, size):
-                    return path, offset, length
-            at = self._joined.find(digest, at + 1)
-        return None
-
-
 class DiskBlobStore:
     """Blobs as read-only files under `root/blake3/<2 hex>/<64 hex>` (loose) or in read-only
     packs under `root/blake3/packs/` (ADR 0025)."""
@@ -281,7 +109,7 @@ class DiskBlobStore:
         self.root = root
         self._base = root / ALGORITHM
         self._packs = self._base / PACKS
-        self._tables: _PackTables | None = None  # read on the first lookup in the packs
+        self._tables: PackTables | None = None  # read on the first lookup in the packs
         self._published: set[tuple[str, str]] = set()  # staged packs this store linked
 
     def path(self, address: str) -> Path:
@@ -360,7 +188,7 @@ class DiskBlobStore:
         then remove the pack: the repair of a damaged pack, whose good blobs would otherwise
         go with it. Returns (the addresses kept, those found damaged). The caller holds the
         workspace writer lock; a reader meanwhile finds the loose copy first."""
-        if not _PACK_RE.fullmatch(name):
+        if not PACK_NAME.fullmatch(name):
             raise UsageError(f"not a pack's name: {name!r}", code="invalid_pack")
         path = self._packs / name
         try:
@@ -391,15 +219,15 @@ class DiskBlobStore:
             return sorted(
                 e.name
                 for e in os.scandir(self._packs)
-                if _PACK_RE.fullmatch(e.name) and e.is_file()  # never open a FIFO or a folder
+                if PACK_NAME.fullmatch(e.name) and e.is_file()  # never open a FIFO or a folder
             )
         except FileNotFoundError:
             return []
 
-    def _look(self) -> _PackTables:
+    def _look(self) -> PackTables:
         """Read the tables of the packs not read yet (published since, by any process)."""
         if self._tables is None:
-            self._tables = _PackTables()
+            self._tables = PackTables()
         for name in self.pack_names():
             if name not in self._tables.names:
                 self._tables.read(str(self._packs / name))
@@ -445,7 +273,7 @@ class DiskBlobStore:
             pack, offset, length = where
             fd = os.open(pack, os.O_RDONLY)
         try:
-            return _pread(fd, length, offset)
+            return read_at(fd, length, offset)
         finally:
             os.close(fd)
 
@@ -471,7 +299,7 @@ class DiskBlobStore:
     def rehash(self, address: str) -> str:
         """Hash the blob's bytes as they are now and return the address they make."""
         try:
-            return _hash_file(self.path(address))[0]
+            return hash_file(self.path(address))[0]
         except FileNotFoundError:
             pass
         return address_of(self._read(address))
@@ -506,10 +334,10 @@ class DiskBlobStore:
         """
         out = []
         for entry in sorted(os.scandir(self._base / shard), key=lambda e: e.name):
-            if not _ADDRESS_RE.fullmatch(entry.name):
+            if not ADDRESS_RE.fullmatch(entry.name):
                 continue
             try:
-                out.append((entry.name, *_hash_file(entry.path)))
+                out.append((entry.name, *hash_file(entry.path)))
             except OSError:
                 out.append((entry.name, "", 0))
         return out
@@ -527,7 +355,7 @@ class DiskBlobStore:
         except ValueError as exc:
             return [], f"is not a readable pack: {exc}"
         rows = [(a, address_of(view[o : o + n]), n) for a, o, n in entries]
-        whole = _hasher(len(data))
+        whole = hasher(len(data))
         whole.update(data)
         got = whole.hexdigest()
         problem = None if f"{got}.pack" == name else f"hashes to {got}, not to its name"
@@ -538,7 +366,7 @@ class DiskBlobStore:
         if self._base.is_dir():
             for shard in self.shards():
                 loose.update(
-                    e.name for e in os.scandir(self._base / shard) if _ADDRESS_RE.fullmatch(e.name)
+                    e.name for e in os.scandir(self._base / shard) if ADDRESS_RE.fullmatch(e.name)
                 )
         yield from sorted(loose | self._look().addresses())
 
@@ -554,13 +382,13 @@ class DiskBlobStore:
                 strays.extend(
                     p
                     for p in sorted(shard.iterdir())
-                    if not (_PACK_RE.fullmatch(p.name) and p.is_file())
+                    if not (PACK_NAME.fullmatch(p.name) and p.is_file())
                 )
             else:
                 strays.extend(
                     entry
                     for entry in sorted(shard.iterdir())
-                    if not _ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name
+                    if not ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name
                 )
         return strays
 
@@ -600,48 +428,9 @@ class PackWriter:
         return written
 
     def _write(self) -> None:
-        if not self._blobs:
-            return
-        parts = pack_parts(self._blobs)
-        size = sum(map(len, parts))
-        self._blobs, self._size = {}, 0
-        hasher = _hasher(size)
-        for part in parts:
-            hasher.update(part)
-        name = f"{hasher.hexdigest()}.pack"
-        tmp = f"{self.staging_dir}/{name}-{os.getpid()}-{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        try:
-            for part in parts:
-                view = memoryview(part)
-                while view:
-                    view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        self._written.append((name, tmp))
-
-
-def _hash_file(path: Path | str) -> tuple[str, int]:
-    """BLAKE3 of a file's bytes, and how many there were.
-
-    Each read asks for what is left by the file's size and one byte more, never more than a
-    MiB, so a small blob is read in one call of its own size: a regular file reads short only
-    at its end. (A fixed 1 MiB read allocated and unmapped a MiB per blob, which cost more than
-    hashing a few kilobytes: blobs hash twice as fast without it.)"""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        hasher = _hasher(size)
-        total = 0
-        while True:
-            want = min(size + 1 - total, _CHUNK) if total <= size else _CHUNK
-            chunk = os.read(fd, want)
-            hasher.update(chunk)
-            total += len(chunk)
-            if len(chunk) < want:
-                return hasher.hexdigest(), total
-    finally:
-        os.close(fd)
+        if self._blobs:
+            blobs, self._blobs, self._size = self._blobs, {}, 0
+            self._written.append(stage_pack(blobs, self.staging_dir))
 
 
 def _fsync(path: Path | str) -> None:

@@ -200,106 +200,8 @@ def markdown_into(
     number and `cell` given to every segment.
     """
     tokens = _parser().parse(text)
-    lines = text.split("\n")
-
-    def add(kind: str, body: str, line: int, path: tuple[str, ...] = (), **extra: Any) -> None:
-        builder.add(kind, body, line + line_offset, path, cell=cell, **extra)
-
-    containers: list[str] = []
-    front_matter: str | None = None
-    footnote_label: str | None = None
-    row: list[str] = []
-    row_line = 0
-    in_table_head = False
-
-    def path() -> tuple[str, ...]:
-        return tuple(h for _, h in headings)
-
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        kind = token.type
-        if kind in _CONTAINER_KIND:
-            containers.append(_CONTAINER_KIND[kind])
-            if kind == "footnote_open":
-                footnote_label = str(token.meta.get("label", token.meta.get("id")))
-        elif kind in _CLOSERS:
-            containers.pop()
-            if kind == "footnote_close":
-                footnote_label = None
-        elif kind == "front_matter":
-            assert token.map is not None
-            front_matter = token.content
-            add("front_matter", token.content, token.map[0] + 2)
-        elif kind == "heading_open":
-            inline = tokens[i + 1]
-            level = int(token.tag[1:])
-            rendered = _Inline()
-            rendered.render(inline.children or ())
-            assert token.map is not None
-            while headings and headings[-1][0] >= level:
-                headings.pop()  # a heading's path is its ancestors, not its siblings
-            add("heading", rendered.text(), token.map[0] + 1, path())
-            title = " ".join(rendered.text().split())
-            if title:
-                headings.append((level, title))
-            i += 2
-        elif kind == "paragraph_open":
-            inline = tokens[i + 1]
-            rendered = _Inline()
-            rendered.render(inline.children or ())
-            assert token.map is not None
-            body = rendered.text()
-            raw_span = lines[token.map[0] : token.map[1]]
-            if body.count("\n") < len(raw_span) - 1:
-                body = restore_newlines(body, raw_span)
-            in_footnote = "footnote" in containers
-            seg_kind = containers[-1] if containers else "paragraph"
-            if rendered.only_code and rendered.protected:
-                seg_kind = "code"
-            add(
-                seg_kind,
-                body,
-                token.map[0] + 1,
-                () if in_footnote else path(),
-                protected=tuple(rendered.protected),
-                refs=tuple(rendered.refs),
-                links=tuple(rendered.links),
-                label=footnote_label if in_footnote else None,
-            )
-            i += 2
-        elif kind in ("fence", "code_block"):
-            assert token.map is not None
-            first = token.map[0] + (1 if kind == "fence" else 0)
-            if kind == "fence" and _fence_runs_to_end(token, lines):
-                findings.append(
-                    Finding(
-                        "unclosed_code_fence",
-                        f"line {token.map[0] + 1 + line_offset}",
-                        "a code fence is never closed: the rest of the file is code, not claims",
-                    )
-                )
-            add("code", token.content.rstrip("\n"), first + 1, path())
-        elif kind == "html_block":
-            assert token.map is not None
-            stripped = re.sub(r"<[^>]*>", lambda m: "\n" * m.group(0).count("\n"), token.content)
-            add("html", stripped.rstrip("\n"), token.map[0] + 1, path())
-        elif kind == "thead_open":
-            in_table_head = True
-        elif kind == "thead_close":
-            in_table_head = False
-        elif kind == "tr_open":
-            row = []
-            row_line = (token.map[0] + 1) if token.map else 0
-        elif kind == "inline" and tokens[i - 1].type in ("th_open", "td_open"):
-            rendered = _Inline()
-            rendered.render(token.children or ())
-            row.append(" ".join(rendered.text().split()))
-        elif kind == "tr_close":
-            text_row = " | ".join(row)
-            if text_row.replace("|", "").strip():
-                add("table_header" if in_table_head else "table_row", text_row, row_line, path())
-        i += 1
+    blocks = _Blocks(builder, headings, findings, text.split("\n"), line_offset, cell)
+    blocks.walk(tokens)
     if max((t.level for t in tokens), default=0) >= MAX_NESTING - 1:
         findings.append(
             Finding(
@@ -308,7 +210,145 @@ def markdown_into(
                 f"blocks nested more than {MAX_NESTING - 1} levels deep are dropped",
             )
         )
-    return front_matter
+    return blocks.front_matter
+
+
+class _Blocks:
+    """The segments of one Markdown text, made from its block tokens in one pass: what is
+    open around the current block (list items, quotes, a footnote), the heading path, and
+    the table row being read."""
+
+    def __init__(
+        self,
+        builder: SegmentBuilder,
+        headings: list[tuple[int, str]],
+        findings: list[Finding],
+        lines: list[str],
+        line_offset: int,
+        cell: int | None,
+    ) -> None:
+        self.builder = builder
+        self.headings = headings
+        self.findings = findings
+        self.lines = lines
+        self.line_offset = line_offset
+        self.cell = cell
+        self.containers: list[str] = []
+        self.front_matter: str | None = None
+        self.footnote_label: str | None = None
+        self.row: list[str] = []
+        self.row_line = 0
+        self.in_table_head = False
+
+    def add(
+        self, kind: str, body: str, line: int, path: tuple[str, ...] = (), **extra: Any
+    ) -> None:
+        self.builder.add(kind, body, line + self.line_offset, path, cell=self.cell, **extra)
+
+    def path(self) -> tuple[str, ...]:
+        return tuple(h for _, h in self.headings)
+
+    def walk(self, tokens: Sequence[Token]) -> None:
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            kind = token.type
+            if kind in _CONTAINER_KIND:
+                self.containers.append(_CONTAINER_KIND[kind])
+                if kind == "footnote_open":
+                    self.footnote_label = str(token.meta.get("label", token.meta.get("id")))
+            elif kind in _CLOSERS:
+                self.containers.pop()
+                if kind == "footnote_close":
+                    self.footnote_label = None
+            elif kind == "front_matter":
+                assert token.map is not None
+                self.front_matter = token.content
+                self.add("front_matter", token.content, token.map[0] + 2)
+            elif kind == "heading_open":
+                self.heading(token, tokens[i + 1])
+                i += 2
+            elif kind == "paragraph_open":
+                self.paragraph(token, tokens[i + 1])
+                i += 2
+            elif kind in ("fence", "code_block"):
+                self.code(token)
+            elif kind == "html_block":
+                assert token.map is not None
+                stripped = re.sub(
+                    r"<[^>]*>", lambda m: "\n" * m.group(0).count("\n"), token.content
+                )
+                self.add("html", stripped.rstrip("\n"), token.map[0] + 1, self.path())
+            elif kind in ("thead_open", "thead_close"):
+                self.in_table_head = kind == "thead_open"
+            elif kind == "tr_open":
+                self.row = []
+                self.row_line = (token.map[0] + 1) if token.map else 0
+            elif kind == "inline" and tokens[i - 1].type in ("th_open", "td_open"):
+                rendered = _Inline()
+                rendered.render(token.children or ())
+                self.row.append(" ".join(rendered.text().split()))
+            elif kind == "tr_close":
+                self.table_row()
+            i += 1
+
+    def heading(self, token: Token, inline: Token) -> None:
+        level = int(token.tag[1:])
+        rendered = _Inline()
+        rendered.render(inline.children or ())
+        assert token.map is not None
+        headings = self.headings
+        while headings and headings[-1][0] >= level:
+            headings.pop()  # a heading's path is its ancestors, not its siblings
+        self.add("heading", rendered.text(), token.map[0] + 1, self.path())
+        title = " ".join(rendered.text().split())
+        if title:
+            headings.append((level, title))
+
+    def paragraph(self, token: Token, inline: Token) -> None:
+        """A paragraph, of a list item, a quote or a footnote when one is open around it."""
+        rendered = _Inline()
+        rendered.render(inline.children or ())
+        assert token.map is not None
+        body = rendered.text()
+        raw_span = self.lines[token.map[0] : token.map[1]]
+        if body.count("\n") < len(raw_span) - 1:
+            body = restore_newlines(body, raw_span)
+        in_footnote = "footnote" in self.containers
+        seg_kind = self.containers[-1] if self.containers else "paragraph"
+        if rendered.only_code and rendered.protected:
+            seg_kind = "code"
+        self.add(
+            seg_kind,
+            body,
+            token.map[0] + 1,
+            () if in_footnote else self.path(),
+            protected=tuple(rendered.protected),
+            refs=tuple(rendered.refs),
+            links=tuple(rendered.links),
+            label=self.footnote_label if in_footnote else None,
+        )
+
+    def code(self, token: Token) -> None:
+        """A fenced or indented code block; a fence never closed gets a finding."""
+        assert token.map is not None
+        kind = token.type
+        first = token.map[0] + (1 if kind == "fence" else 0)
+        if kind == "fence" and _fence_runs_to_end(token, self.lines):
+            self.findings.append(
+                Finding(
+                    "unclosed_code_fence",
+                    f"line {token.map[0] + 1 + self.line_offset}",
+                    "a code fence is never closed: the rest of the file is code, not claims",
+                )
+            )
+        self.add("code", token.content.rstrip("\n"), first + 1, self.path())
+
+    def table_row(self) -> None:
+        text_row = " | ".join(self.row)
+        if text_row.replace("|", "").strip():
+            kind = "table_header" if self.in_table_head else "table_row"
+            self.add(kind, text_row, self.row_line, self.path())
 
 
 ADAPTER = Adapter(name="markdown", version=1, run=normalize_markdown)
