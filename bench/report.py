@@ -30,7 +30,7 @@ class Figure:
     note: str = ""
 
 
-# `verify` may take at most this many times the cold ingest's wall time (ADR 0027).
+# `verify` may take at most this many times the cold ingest's wall time (ADR 0035).
 VERIFY_OVER_INGEST = 1.5
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -42,7 +42,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 
 
 def _jobs(jobs: int) -> str:
-    """What `ingest --jobs N` runs (ADR 0026): the writer alone, or N - 1 workers beside it."""
+    """What `ingest --jobs N` runs (ADR 0031): the writer alone, or N - 1 workers beside it."""
     if jobs <= 1:
         return "1 process (serial)"
     return f"{jobs} processes ({jobs - 1} worker{'s' if jobs > 2 else ''} and the writer)"
@@ -131,7 +131,7 @@ def _plain_figures(
     """markdown-it-py's own default, `MarkdownIt()` (the CommonMark preset), beside the
     adapter's parser: what the syntax the adapter reads on top costs (the plain run against the
     adapter's run just before it), and the ingest against the plain parse. For comparison only:
-    the target's floor is the parse the ingest cannot skip (ADR 0028)."""
+    the target's floor is the parse the ingest cannot skip (ADR 0034)."""
     if not plain:
         return []  # results saved before the plain parse was timed
     adapter_cost = _ratio(_cpu_per_byte(adapter_after), _cpu_per_byte(plain))
@@ -149,14 +149,14 @@ def _plain_figures(
             plain.get("mb_per_s"),
             "MB/s",
             note=f"the CommonMark preset: no tables, strikethrough, footnotes or front matter; "
-            f"{cost}; ADR 0028",
+            f"{cost}; ADR 0034",
         ),
         _fig(
             "ingest",
             "  ingest MB/s ÷ plain parse MB/s",
             _cut(ingest / rate) if ingest and rate else None,
             "×",
-            note="for comparison, no target: the target's floor is the adapter's parse (ADR 0028)",
+            note="for comparison, no target: the target's floor is the adapter's parse (ADR 0034)",
         ),
     ]
 
@@ -171,7 +171,7 @@ def _cpu_figures(
     divided by the work ratio: 0.5 × on two busy cores needs the whole ingest, start-up and
     the end included, to cost at most 4 × the parse. A large system share is the kernel's
     work: the writer re-reading and rewriting pages, or the machine (ext4 without a journal
-    right after many files were deleted); ADR 0017."""
+    right after many files were deleted); ADR 0034."""
     user, system = cold.get("cpu_user_s"), cold.get("cpu_system_s")
     if user is None or system is None:
         return []  # results saved before these were measured, or no wait4
@@ -207,7 +207,7 @@ def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
     """The cold ingest's peak memory. The target (under 1 GiB at 50,000 files) is judged on
     the whole process tree, every process's own peak added up: an upper bound of the peak
     (but for a process's growth in its last 0.1 s), not a sample of it. Results saved before
-    that was measured judge the largest single process instead (ADR 0017)."""
+    that was measured judge the largest single process instead (ADR 0034)."""
     tree = cold.get("tree_peak_rss_sum_mib")
     largest = _fig(
         "ingest",
@@ -236,7 +236,7 @@ def _memory_figures(cold: dict[str, Any]) -> list[Figure]:
         "< 1024",
         50_000,
         note="each process's own peak RSS (VmHWM), added up, and the most held in memory "
-        "files (the workers' results, ADR 0029): an upper bound of the tree's peak",
+        "files (the workers' results, ADR 0031): an upper bound of the tree's peak",
     )
     return [whole, largest, pss]
 
@@ -375,7 +375,7 @@ def figures(result: dict[str, Any]) -> list[Figure]:
 
 
 def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[Figure]:
-    """`verify`'s figures (ADR 0027). The 200 MB/s target is judged on the corpus's raw bytes
+    """`verify`'s figures (ADR 0035). The 200 MB/s target is judged on the corpus's raw bytes
     over the seconds of the step that re-hashes every blob (the normalized texts are hashed in
     the same step and not counted). The whole command re-derives every row, so its time follows
     the rows, not the bytes: it is held to at most VERIFY_OVER_INGEST × the cold ingest's time,
@@ -404,7 +404,7 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
             "verify peak RSS (largest process)",
             v.get("max_rss_mib"),
             "MiB",
-            note="its own VmHWM, read every 0.1 s; it streams what it checks (ADR 0024)",
+            note="its own VmHWM, read every 0.1 s; it streams what it checks (ADR 0035)",
         ),
         _fig(
             "verify",
@@ -413,7 +413,7 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
             "MB/s",
             ">= 200",
             note=f"{v['raw_bytes'] / 1e6:.1f} MB of raw files over the {hash_seconds:.3f} s of "
-            "the step that re-hashes every blob, its processes' start included (ADR 0027)"
+            "the step that re-hashes every blob, its processes' start included (ADR 0035)"
             if hash_seconds
             else "",
         ),
@@ -437,7 +437,7 @@ def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[
             _ratio(v["wall_s"], cold_wall),
             "×",
             f"<= {VERIFY_OVER_INGEST}",
-            note="it re-derives every row the ingest derived: its time follows the rows (ADR 0027)",
+            note="it re-derives every row the ingest derived: its time follows the rows (ADR 0035)",
         ),
         _fig(
             "verify",

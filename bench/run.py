@@ -143,7 +143,7 @@ def profile_runs(opts: Options, base: Path, stem: str, log: Log) -> dict[str, An
     info = populate(ws, small, log)
     out: dict[str, Any] = {"files": len(corpus_files(ws)), "corpus": info.get("kind")}
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    # `python -m raytsystem` ends with os._exit (ADR 0019), before cProfile could write its
+    # `python -m raytsystem` ends with os._exit (ADR 0033), before cProfile could write its
     # file; `main(argv)` raises SystemExit instead, which cProfile catches.
     entry = base / "profile-entry.py"
     entry.write_text("import sys\nfrom raytsystem.cli import main\nmain(sys.argv[1:])\n")

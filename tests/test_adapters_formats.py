@@ -73,7 +73,7 @@ _MARKUP = re.compile(r"\\ |[*_`~\\\[\]|]|<[^<>]*>")
 
 
 def normalize(path: Path) -> Normalized:
-    adapter = adapter_for(media_type_for(path.name, every_format=True))
+    adapter = adapter_for(media_type_for(path.name))
     return adapter.normalize(path.read_bytes())
 
 
@@ -83,7 +83,7 @@ def normalize(path: Path) -> Normalized:
 def raw_lines_of(path: Path, data: bytes, normalized: Normalized) -> dict[int | None, list[str]]:
     """What segment lines point at: the file's lines, or per page the text pypdf extracts
     (read here without the adapter), or per cell its source when a notebook says so."""
-    media_type = media_type_for(path.name, every_format=True)
+    media_type = media_type_for(path.name)
     if media_type == "application/pdf":
         import pypdf
 
@@ -154,7 +154,7 @@ def check_invariants(path: Path, normalized: Normalized) -> list[str]:
 
 
 def describe(path: Path) -> dict[str, Any]:
-    adapter = adapter_for(media_type_for(path.name, every_format=True))
+    adapter = adapter_for(media_type_for(path.name))
     try:
         normalized = adapter.normalize(path.read_bytes())
     except AdapterRefused as exc:
@@ -383,7 +383,7 @@ def test_pdf_outline_gives_the_heading_path() -> None:
 )
 def test_bad_input_is_refused_with_its_code(suffix: str, content: bytes, code: str) -> None:
     with pytest.raises(AdapterRefused) as refused:
-        adapter_for(media_type_for("f" + suffix, every_format=True)).normalize(content)
+        adapter_for(media_type_for("f" + suffix)).normalize(content)
     assert refused.value.code == code
 
 
@@ -417,10 +417,9 @@ def test_registry_names_and_media_types() -> None:
     assert set(MEDIA_TYPES.values()) <= set(ADAPTERS)
     assert ADAPTERS["application/pdf"].reads == "bytes"
     assert all(a.reads == "text" for t, a in ADAPTERS.items() if t != "application/pdf")
-    assert media_type_for("docs/a.HTML", every_format=True) == "text/html"
-    assert media_type_for("src/a.d.ts", every_format=True) == "text/x-typescript"
-    # Until the formats are wired into ingest, ingest's answer is unchanged.
-    assert media_type_for("docs/a.html") == "text/plain"
+    assert media_type_for("docs/a.HTML") == "text/html"
+    assert media_type_for("src/a.d.ts") == "text/x-typescript"
+    assert media_type_for("notebooks/a.ipynb") == "application/x-ipynb+json"
     assert media_type_for("docs/a.md") == "text/markdown"
 
 
@@ -457,7 +456,7 @@ def _run_corpus(files: list[Path], media_type: str, max_failing_lines: int = 0) 
             failures.append(f"{path}: refused {exc.code}")
             continue
         segments += len(normalized.segments)
-        linked = path if media_type_for(path.name, every_format=True) == media_type else None
+        linked = path if media_type_for(path.name) == media_type else None
         if linked is None:  # `.rst.txt` sources: check them under the suffix of their format
             suffix = next(s for s, t in MEDIA_TYPES.items() if t == media_type)
             linked = Path(str(path) + suffix)

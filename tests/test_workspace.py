@@ -6,6 +6,8 @@ crafted path (or symlink) and the ledger, so every refusal is listed on its own 
 
 from __future__ import annotations
 
+import json
+import re
 import unicodedata
 from pathlib import Path
 
@@ -16,18 +18,18 @@ from raytsystem.config import (
     CONFIG_NAME,
     DEFAULT_CONFIG_TEXT,
     DEFAULT_EXCLUDE,
+    DEFAULT_INCLUDE,
     DEFAULT_KEEP_INDEXES,
     Config,
     IdsConfig,
     load_config,
 )
+from raytsystem.discovery import Candidate, Refusal, discover
 from raytsystem.errors import PathRefused, WorkspaceError
 from raytsystem.ids import NEWEST_SCHEME
 from raytsystem.workspace import (
     GITIGNORE_LINES,
     RAW_README,
-    Candidate,
-    Refusal,
     Workspace,
     check_rel_path,
     glob_regex,
@@ -190,7 +192,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_discover_default_includes_and_excludes(tree: Path) -> None:
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     assert _paths(items) == [
         "CHANGELOG.md",
         "README.md",
@@ -198,14 +200,17 @@ def test_discover_default_includes_and_excludes(tree: Path) -> None:
         "docs/sub/b.txt",
         "knowledge/deep/er/x.md",
         "knowledge/manual/n.md",
+        "notes.txt",
         "ops/decisions/0001-x.md",
+        "other/b.md",
+        "src/code.py",
     ]
     assert _refusals(items) == {}
 
 
 def test_discover_candidates_carry_disk_path_and_stat(tree: Path) -> None:
     ws = _ws(tree)
-    (candidate,) = [c for c in ws.discover() if c.path == "docs/a.md"]
+    (candidate,) = [c for c in discover(ws) if c.path == "docs/a.md"]
     assert isinstance(candidate, Candidate)
     assert candidate.disk == str(ws.root / "docs" / "a.md")
     assert candidate.stat.st_size == len("content of docs/a.md\n")
@@ -214,7 +219,7 @@ def test_discover_candidates_carry_disk_path_and_stat(tree: Path) -> None:
 def test_discover_never_descends_into_state_or_git(tree: Path) -> None:
     # Include everything: anything walked under a reserved folder would surface, at least as
     # a path_refused Refusal.
-    items = list(_ws(tree, '[ingest]\ninclude = ["**"]\nexclude = []\n').discover())
+    items = list(discover(_ws(tree, '[ingest]\ninclude = ["**"]\nexclude = []\n')))
     seen = [i.path for i in items]
     assert not [p for p in seen if p.split("/")[0] in ("_raw", ".raytsystem", ".git")]
     assert not [p for p in seen if "/.git/" in f"/{p}"]
@@ -226,7 +231,7 @@ def test_discover_results_are_sorted(tree: Path) -> None:
     for name in ["z.md", "a.md", "B.md", "é.md", "0.md", "a-b.md"]:
         write(tree, f"docs/{name}", name)
     write(tree, "docs/a/z.md", "nested")
-    paths = [i.path for i in _ws(tree).discover()]
+    paths = [i.path for i in discover(_ws(tree))]
     assert paths == sorted(paths)
     assert len(paths) == len(set(paths))
 
@@ -234,30 +239,30 @@ def test_discover_results_are_sorted(tree: Path) -> None:
 def test_discover_with_several_scopes_is_sorted(tree: Path) -> None:
     write(tree, "knowledge/a/z.md", "z")
     write(tree, "knowledge/a-b/a.md", "a")
-    paths = [i.path for i in _ws(tree).discover(["knowledge/a", "knowledge/a-b"])]
+    paths = [i.path for i in discover(_ws(tree), ["knowledge/a", "knowledge/a-b"])]
     assert set(paths) == {"knowledge/a/z.md", "knowledge/a-b/a.md"}
     assert paths == sorted(paths)
 
 
 def test_discover_scope_limits_the_walk(tree: Path) -> None:
-    assert _paths(list(_ws(tree).discover(["knowledge"]))) == [
+    assert _paths(list(discover(_ws(tree), ["knowledge"]))) == [
         "knowledge/deep/er/x.md",
         "knowledge/manual/n.md",
     ]
 
 
 def test_discover_explicit_file_in_scope(tree: Path) -> None:
-    assert _paths(list(_ws(tree).discover(["docs/a.md"]))) == ["docs/a.md"]
+    assert _paths(list(discover(_ws(tree), ["docs/a.md"]))) == ["docs/a.md"]
 
 
 def test_discover_explicit_path_not_included_is_not_selected(tree: Path) -> None:
-    items = list(_ws(tree).discover(["notes.txt"]))
+    items = list(discover(_ws(tree, '[ingest]\ninclude = ["docs/**"]\n'), ["notes.txt"]))
     assert _refusals(items) == {"notes.txt": "not_selected"}
     assert _paths(items) == []
 
 
 def test_discover_explicit_excluded_path_is_not_selected(tree: Path) -> None:
-    items = list(_ws(tree).discover(["ops/reviews/r-1.md"]))
+    items = list(discover(_ws(tree), ["ops/reviews/r-1.md"]))
     assert _refusals(items) == {"ops/reviews/r-1.md": "not_selected"}
 
 
@@ -265,7 +270,7 @@ def test_discover_symlink_leaving_the_workspace_is_refused(tree: Path, tmp_path:
     outside = write(tmp_path, "outside/secret.md", "secret")
     (tree / "docs" / "leak.md").symlink_to(outside)
     (tree / "docs" / "leak-relative.md").symlink_to(Path("..") / ".." / "outside" / "secret.md")
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     assert _refusals(items) == {
         "docs/leak.md": "symlink_outside",
         "docs/leak-relative.md": "symlink_outside",
@@ -275,14 +280,14 @@ def test_discover_symlink_leaving_the_workspace_is_refused(tree: Path, tmp_path:
 
 def test_discover_symlink_into_raw_store_is_refused(tree: Path) -> None:
     (tree / "docs" / "raw.md").symlink_to(Path("..") / "_raw" / "README.md")
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     assert _refusals(items) == {"docs/raw.md": "path_refused"}
 
 
 def test_discover_symlink_inside_the_workspace_is_followed(tree: Path) -> None:
     link = tree / "docs" / "link.md"
     link.symlink_to(Path("..") / "knowledge" / "manual" / "n.md")
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     (candidate,) = [i for i in items if i.path == "docs/link.md"]
     assert isinstance(candidate, Candidate)
     assert Path(candidate.disk).read_text() == "content of knowledge/manual/n.md\n"
@@ -294,7 +299,7 @@ def test_discover_folder_symlink_leaving_the_workspace_is_refused(
 ) -> None:
     write(tmp_path, "vendor/guide.md", "outside")
     (tree / "docs" / "vendor").symlink_to(tmp_path / "vendor", target_is_directory=True)
-    refusals = _refusals(list(_ws(tree).discover()))
+    refusals = _refusals(list(discover(_ws(tree))))
     assert [code for path, code in refusals.items() if path.startswith("docs/vendor")] == [
         "symlink_outside"
     ]
@@ -306,14 +311,14 @@ def test_discover_refuses_a_scope_through_a_folder_symlink_leaving_the_workspace
     write(tmp_path, "vendor/guide.md", "outside")
     (tree / "docs" / "vendor").symlink_to(tmp_path / "vendor", target_is_directory=True)
     for scope in ("docs/vendor", "docs/vendor/guide.md"):
-        items = list(_ws(tree).discover([scope]))
+        items = list(discover(_ws(tree), [scope]))
         assert _refusals(items) == {scope: "symlink_outside"}, scope
         assert _paths(items) == []
 
 
 def test_discover_reports_a_symlink_loop_and_goes_on(tree: Path) -> None:
     (tree / "docs" / "loop.md").symlink_to("loop.md")
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     assert _refusals(items)["docs/loop.md"] == "read_error"
     assert "docs/a.md" in _paths(items)
 
@@ -324,7 +329,7 @@ def test_discover_settles_two_names_of_one_nfc_path_whatever_the_folder_order(
     composed, decomposed = "café", unicodedata.normalize("NFD", "café")
     write(tree, f"docs/{composed}/m.md", "composed")
     write(tree, f"docs/{decomposed}/m.md", "decomposed")
-    items = list(_ws(tree).discover())
+    items = list(discover(_ws(tree)))
     (candidate,) = [i for i in items if isinstance(i, Candidate) and i.path == "docs/café/m.md"]
     # The first name in code-point (and UTF-8 byte) order: "e" + U+0301 before "é".
     assert Path(candidate.disk).read_text(encoding="utf-8") == "decomposed"
@@ -334,7 +339,7 @@ def test_discover_settles_two_names_of_one_nfc_path_whatever_the_folder_order(
 def test_discover_returns_nfc_paths_for_nfd_file_names(tree: Path) -> None:
     nfd_name = unicodedata.normalize("NFD", "café.md")
     write(tree, f"docs/{nfd_name}", "accent")
-    items = [i for i in _ws(tree).discover() if isinstance(i, Candidate)]
+    items = [i for i in discover(_ws(tree)) if isinstance(i, Candidate)]
     (candidate,) = [c for c in items if c.path.startswith("docs/caf")]
     assert candidate.path == "docs/café.md"
     assert unicodedata.is_normalized("NFC", candidate.path)
@@ -391,8 +396,12 @@ def test_init_default_config_is_the_default_with_the_newest_id_scheme(tmp_path: 
 
 def test_this_repository_is_a_workspace_as_init_makes_one() -> None:
     """The repository's own raytsystem.toml is `init`'s text, so a fresh clone ingests itself
-    the way a new workspace would (by the newest ID scheme, among the rest)."""
-    assert (REPO / CONFIG_NAME).read_text(encoding="utf-8") == DEFAULT_CONFIG_TEXT
+    the way a new workspace would (by the newest ID scheme, among the rest), but for `include`:
+    the repository ingests its knowledge and documentation, not its code and test data."""
+    ours = (REPO / CONFIG_NAME).read_text(encoding="utf-8")
+    default_include = f"include = {json.dumps(DEFAULT_INCLUDE)}\n"
+    assert default_include in DEFAULT_CONFIG_TEXT
+    assert re.sub(r"(?m)^include = .*\n", default_include, ours) == DEFAULT_CONFIG_TEXT
 
 
 def test_a_config_that_names_no_id_scheme_keeps_scheme_1(tmp_path: Path) -> None:
@@ -553,7 +562,7 @@ def test_config_values_and_defaults(tmp_path: Path) -> None:
 def test_bad_config_stops_discover(tmp_path: Path) -> None:
     (tmp_path / CONFIG_NAME).write_text("[ingest]\nincluded = []\n", encoding="utf-8")
     with pytest.raises(WorkspaceError) as info:
-        list(Workspace.open(tmp_path).discover())
+        list(discover(Workspace.open(tmp_path)))
     assert info.value.code == "config_invalid"
 
 
@@ -586,7 +595,7 @@ def test_custom_include_and_exclude_drive_discover(tmp_path: Path) -> None:
         "max_file_bytes = 123\n",
     )
     assert ws.config.ingest.max_file_bytes == 123
-    assert _paths(list(ws.discover())) == ["notes/a.md"]
+    assert _paths(list(discover(ws))) == ["notes/a.md"]
 
 
 def test_custom_max_file_bytes_is_honored_by_ingest(tmp_path: Path) -> None:

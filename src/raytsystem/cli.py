@@ -424,7 +424,7 @@ def _end_process(exc: SystemExit) -> NoReturn:
     Every command has closed what it opened by then (ledger and index connections, worker
     processes, threads: context managers). What the teardown would still do is free every
     module and object one at a time, to give back memory the system takes back at exit
-    anyway: a sixth of a query's wall time, and 0.2 s after a large ingest (ADR 0019)."""
+    anyway, a noticeable share of a short command's wall time (ADR 0033)."""
     code = exc.code
     if code is None or isinstance(code, int):
         status = code or 0

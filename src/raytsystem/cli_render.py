@@ -34,6 +34,9 @@ def ingest(report: IngestReport) -> None:
         f"{report.new_revisions} new revisions ({report.new_sources} new sources), "
         f"{report.removed_sources} removed"
     )
+    if report.skipped:
+        counts = ", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items()))
+        click.echo(f"  skipped {sum(report.skipped.values())} files: {counts}")
     click.echo(
         f"  claims +{report.claims_added} -{report.claims_removed} ~{report.claims_changed} "
         f"(added, removed, new status or evidence)  ({report.seconds:.2f}s)"

@@ -12,8 +12,31 @@ from .errors import WorkspaceError
 from .ids import NEWEST_SCHEME, SCHEMES
 
 CONFIG_NAME: Final = "raytsystem.toml"  # at the workspace's root
-DEFAULT_INCLUDE: Final = ("knowledge/**", "ops/**", "docs/**", "*.md")
-DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
+DEFAULT_INCLUDE: Final = ("**",)
+# What is never knowledge, whatever the folder: review reports (written by `raytsystem review`:
+# ingesting them would feed audits back in), hidden files (`.env`, `.gitignore`), dependencies,
+# virtual environments, caches and build outputs. Files a `.gitignore` ignores are passed over
+# too.
+DEFAULT_EXCLUDE: Final = (
+    "ops/reviews/**",
+    CONFIG_NAME,
+    "**/.*",
+    "**/node_modules/**",
+    "**/.venv/**",
+    "**/venv/**",
+    "**/__pycache__/**",
+    "**/.tox/**",
+    "**/.nox/**",
+    "**/.mypy_cache/**",
+    "**/.pytest_cache/**",
+    "**/.ruff_cache/**",
+    "**/*.egg-info/**",
+    "**/dist/**",
+    "**/build/**",
+    "**/target/**",
+    "**/.idea/**",
+    "**/.vscode/**",
+)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 DEFAULT_KEEP_INDEXES: Final = 2
 # A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
@@ -23,10 +46,15 @@ UNNAMED_ID_SCHEME: Final = 1
 DEFAULT_CONFIG_TEXT: Final = f"""\
 # raytsystem workspace configuration. Paths are workspace-relative POSIX globs:
 # `*` stays inside one folder, `**` crosses folders. _raw/, .raytsystem/ and .git/
-# are never ingested, whatever these say.
+# are never ingested, whatever these say, nor what a .gitignore ignores, nor formats
+# raytsystem cannot read (images, archives, binaries).
 [ingest]
+# Every file raytsystem can read: Markdown, text, HTML, reStructuredText, PDF, notebooks,
+# source code...
 include = {json.dumps(DEFAULT_INCLUDE)}
-# Review reports are written by `raytsystem review`; ingesting them would feed audits back in.
+# Review reports (written by `raytsystem review`: ingesting them would feed audits back in),
+# this file, hidden files (.env, .gitignore...), dependencies, virtual environments, caches,
+# build outputs.
 exclude = {json.dumps(DEFAULT_EXCLUDE)}
 # Files larger than this are skipped with a `file_too_large` finding.
 max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
@@ -92,7 +120,7 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     """The config a parsed TOML document describes; what is wrong with it goes to `problems`.
 
     Written out rather than through pydantic (the style rule for edges): importing pydantic and
-    building these models took 0.12 s, more than the rest of a re-ingest's start (ADR 0023).
+    building these models costs more than the rest of a re-ingest's start (ADR 0023).
     Unknown keys are errors; numbers are TOML integers or whole floats (`1e7`), never strings
     ("5") or booleans; a table left out keeps its defaults."""
     _unknown(data, ("ingest", "index", "ids"), "", problems)

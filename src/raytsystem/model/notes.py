@@ -174,6 +174,14 @@ def _entity(item: str) -> dict[str, str] | None:
     return {"name": m.group("name").strip(), "description": m.group("description").strip()}
 
 
+def _citation(label: str, path: str, quote: str) -> dict[str, str]:
+    """One citation: `path "quote"`, or `path::Symbol.name "quote"` for a quote that must lie
+    inside that symbol of a source file (its span is in the file's normalization meta)."""
+    path, sep, symbol = path.partition("::")
+    cited = {"label": label, "path": path, "quote": quote}
+    return {**cited, "symbol": symbol} if sep and symbol else cited
+
+
 def _citations(
     refs: Sequence[str], definitions: dict[str, str], excerpt: str
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -199,7 +207,7 @@ def _citations(
                 }
             )
             continue
-        citations.extend({"label": label, "path": p, "quote": q} for p, q in pairs)
+        citations.extend(_citation(label, p, q) for p, q in pairs)
     for label in _UNDEFINED_REF.findall(excerpt):
         problems.append(
             {

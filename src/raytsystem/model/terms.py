@@ -30,6 +30,7 @@ can be quoted into an FTS5 MATCH expression without any way to express an operat
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import unicodedata
@@ -343,27 +344,24 @@ _PREFIXES: Final = frozenset(
         "under",
     ]
 )
-_words: tuple[dict[str, int], bytes] | None = None
 
 
+@functools.cache
 def _word_ranks() -> tuple[dict[str, int], bytes]:
     """(rank of each of the `_COMMON` most frequent words, the whole list as bytes), loaded
-    once on first use (about 50 ms): only the common words get a dictionary entry."""
-    global _words
-    if _words is None:
-        import gzip  # only here: the query path imports this module
+    once on first use: only the common words get a dictionary entry."""
+    import gzip  # only here: the query path imports this module
 
-        spec = importlib.util.find_spec("wordninja")  # finds the module, never imports it
-        try:
-            assert spec is not None and spec.origin is not None
-            path = Path(spec.origin).parent / "wordninja" / "wordninja_words.txt.gz"
-            data = gzip.decompress(path.read_bytes())
-        except (AssertionError, OSError):  # no list installed: no compound is split
-            data = b""
-        head = data[: data.find(b"\n", 9 * _COMMON)] if len(data) > 9 * _COMMON else data
-        common = head.decode("ascii", "replace").split()[:_COMMON]
-        _words = (dict(zip(common, range(len(common)), strict=True)), b"\n" + data)
-    return _words
+    spec = importlib.util.find_spec("wordninja")  # finds the module, never imports it
+    try:
+        assert spec is not None and spec.origin is not None
+        path = Path(spec.origin).parent / "wordninja" / "wordninja_words.txt.gz"
+        data = gzip.decompress(path.read_bytes())
+    except (AssertionError, OSError):  # no list installed: no compound is split
+        data = b""
+    head = data[: data.find(b"\n", 9 * _COMMON)] if len(data) > 9 * _COMMON else data
+    common = head.decode("ascii", "replace").split()[:_COMMON]
+    return dict(zip(common, range(len(common)), strict=True)), b"\n" + data
 
 
 def _rank(word: str, ranks: dict[str, int], listed: bytes) -> float:

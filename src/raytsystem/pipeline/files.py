@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 from ..canonical import canonical_json, json_text
 from ..ids import scheme
-from ..model.adapters import Adapter, adapter_for, media_type_for
+from ..model.adapters import Adapter, AdapterRefused, Normalized, adapter_for, media_type_for
 from ..model.claims import extract_claim_rows, segment_rows
 from ..model.generation import source_digest
 from ..model.objects import (
+    ChainIds,
     ClaimRow,
     EvidenceRow,
     SegmentRow,
@@ -135,15 +136,15 @@ def _restore_text(data: bytes, adapter: Adapter, address: str, store: DiskBlobSt
     """Store the normalized text at `address` again if the adapter makes it from `data`
     (it does, being deterministic; anything else is left for `verify` to report)."""
     try:
-        text = adapter.run(decode(data)).text.encode("utf-8")
+        text = adapter.normalize(data).text.encode("utf-8")
     except Exception:  # it made this text once; if it cannot now, verify reports it missing
         return
     if address_of(text) == address:
         store.put(text)
 
 
-def process_file(task: FileTask, pack: PackWriter) -> FileResult:
-    """What one file holds; its new blobs are added to `pack`."""
+def _read(task: FileTask) -> bytes | FileResult:
+    """The file's bytes, or the result of a file that cannot be taken (too large, unreadable)."""
     path = task.path
     try:
         size = os.stat(task.disk).st_size
@@ -159,6 +160,15 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         )
     if len(data) > task.max_bytes:
         return _skip(path, "file_too_large", f"over the limit of {task.max_bytes} bytes")
+    return data
+
+
+def process_file(task: FileTask, pack: PackWriter) -> FileResult:
+    """What one file holds; its new blobs are added to `pack`."""
+    path = task.path
+    data = _read(task)
+    if isinstance(data, FileResult):
+        return data
     blob = address_of(data)
     media_type = media_type_for(path)
     adapter = adapter_for(media_type)
@@ -170,8 +180,8 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         if task.active_text and not pack.store.has(task.active_text):
             _restore_text(data, adapter, task.active_text, pack.store)
         return FileResult(path, "unchanged", blob=blob, size=len(data))
-    try:
-        text = decode(data)
+    try:  # a text adapter's input is the decoded text: bytes that are not text are refused
+        content: str | bytes = data if adapter.reads == "bytes" else decode(data)
     except NotText as exc:
         return _skip(path, exc.code, exc.message)
 
@@ -179,19 +189,12 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
     ids = chain_ids(scheme(task.id_scheme))
     source_id = source_id_for(path)
     revision_id = ids.revision_id(source_id, blob)
-    normalization_id = ids.normalization_id(
-        revision_id, adapter.name, adapter.version, adapter.config_hash
-    )
+    nid = ids.normalization_id(revision_id, adapter.name, adapter.version, adapter.config_hash)
     result = FileResult(
-        path,
-        "new",
-        blob=blob,
-        size=len(data),
-        media_type=media_type,
-        revision_id=revision_id,
+        path, "new", blob=blob, size=len(data), media_type=media_type, revision_id=revision_id
     )
     row: dict[str, object] = {
-        "id": normalization_id,
+        "id": nid,
         "revision_id": revision_id,
         "adapter": adapter.name,
         "adapter_version": adapter.version,
@@ -199,24 +202,42 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         "created_at": now_iso(),
         "meta": None,
     }
+    result.normalization = row
     try:
-        normalized = adapter.run(text)
+        normalized = adapter.run(content)
+    except AdapterRefused as exc:  # the adapter can make nothing of it (a scanned PDF...)
+        return _failed(result, exc.code, exc.message, "warning")
     except Exception as exc:
         # A pathological input must not stop the ingest: the revision is kept, unnormalized.
         message = f"{adapter.label} failed: {type(exc).__name__}: {exc}"[:500]
-        row.update(
-            status="failed",
-            text_blob=None,
-            text_length=None,
-            segment_count=0,
-            finding_code="normalize_failed",
-            finding_message=message,
-        )
-        result.normalization = row
-        result.findings.append(Finding("normalize_failed", path, message, "error"))
-        return result
+        return _failed(result, "normalize_failed", message, "error")
+    _normalized(result, ids, source_id, normalized, pack)
+    return result
+
+
+def _failed(result: FileResult, code: str, message: str, severity: str) -> FileResult:
+    """A revision kept without a normalization: the adapter refused or failed."""
+    result.normalization.update(
+        status="failed",
+        text_blob=None,
+        text_length=None,
+        segment_count=0,
+        finding_code=code,
+        finding_message=message,
+    )
+    result.findings.append(Finding(code, result.path, message, severity))
+    return result
+
+
+def _normalized(
+    result: FileResult, ids: ChainIds, source_id: str, normalized: Normalized, pack: PackWriter
+) -> None:
+    """Fill `result` from a normalization: its text blob, segments, then its claims (a note's,
+    or a file's extracted sentences with their states and index rows)."""
+    path, row = result.path, result.normalization
+    nid = str(row["id"])
     text_blob = pack.add(normalized.text.encode("utf-8"))
-    segments = segment_rows(ids, normalization_id, normalized)
+    segments = segment_rows(ids, nid, normalized)
     row.update(
         status="ok",
         text_blob=text_blob,
@@ -225,11 +246,9 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         finding_code=None,
         finding_message=None,
     )
-    if normalized.findings:
-        row["meta"] = canonical_json(
-            {"findings": [f.to_json() for f in normalized.findings]}
-        ).decode("utf-8")
-    result.normalization = row
+    meta = adapter_meta(normalized)
+    if meta:
+        row["meta"] = canonical_json(meta).decode("utf-8")
     result.segments = list(map(tuple, segments))
     result.findings.extend(
         Finding(f.code, f"{path}:{f.subject}", f.message, f.severity) for f in normalized.findings
@@ -239,57 +258,78 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
 
         # A note is parsed here (a pure function of its bytes); its citations and statuses are
         # resolved by the parent, which sees the whole generation (pipeline/manual.py).
-        claims, evidence, meta = parse_note(ids, path, source_id, normalized, segments)
+        claims, evidence, note = parse_note(ids, path, source_id, normalized, segments)
         result.claims = list(map(tuple, claims))
         result.evidence = list(map(tuple, evidence))
-        if normalized.findings:
-            meta["findings"] = [f.to_json() for f in normalized.findings]
-        row["meta"] = canonical_json(meta).decode("utf-8")
-        result.note_meta = meta
+        note.update(meta)
+        row["meta"] = canonical_json(note).decode("utf-8")
+        result.note_meta = note
     else:
-        claim_rows, evidence_rows = extract_claim_rows(ids, source_id, normalized, segments)
-        result.claims, result.evidence = claim_rows, evidence_rows
-        headings = {seg.id: seg.heading_path for seg in segments}
-        # Each claim's state as `confirmed` with its one evidence, and what the index holds
-        # of it; the parent replaces them if a directive changes the claim's status.
-        states: list[tuple[Any, ...]] = []
-        facts: list[ClaimFact] = []
-        for (cid, _, authority, statement, _), (eid, _, seg_id, start, end, _, _) in zip(
-            claim_rows, evidence_rows, strict=True
-        ):
-            ev_json = state_evidence((eid,))  # also the evidence list the claim hash holds
-            digest = confirmed_claim_hash(ev_json, json_text(cid), json_text(statement))
-            states.append((cid, source_id, "confirmed", digest, ev_json))
-            facts.append(
-                ClaimFact(
-                    cid,
-                    digest,
-                    "confirmed",
-                    authority,
-                    statement,
-                    headings[seg_id],
-                    seg_id,
-                    start,
-                    end,
-                )
+        _extracted(result, ids, source_id, normalized, segments)
+
+
+def adapter_meta(normalized: Normalized) -> dict[str, Any]:
+    """What a normalization's `meta` records of the adapter's output: its findings, and the
+    symbols a source file defines (each with its span in the normalized text and its lines)."""
+    meta: dict[str, Any] = {}
+    if normalized.findings:
+        meta["findings"] = [f.to_json() for f in normalized.findings]
+    if normalized.symbols:
+        meta["symbols"] = [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "span": [s.start, s.end],
+                "lines": [s.line_start, s.line_end],
+            }
+            for s in normalized.symbols
+        ]
+    return meta
+
+
+def _extracted(
+    result: FileResult,
+    ids: ChainIds,
+    source_id: str,
+    normalized: Normalized,
+    segments: list[SegmentRow],
+) -> None:
+    """A file's sentences as claims, each confirmed with its one evidence (its state unless a
+    note's directive changes it), the source's digest, and what the index holds of it; the
+    parent replaces the states if a directive changes a claim's status."""
+    claim_rows, evidence_rows = extract_claim_rows(ids, source_id, normalized, segments)
+    result.claims, result.evidence = claim_rows, evidence_rows
+    headings = {seg.id: seg.heading_path for seg in segments}
+    states: list[tuple[Any, ...]] = []
+    facts: list[ClaimFact] = []
+    for (cid, _, authority, statement, _), (eid, _, seg_id, start, end, _, _) in zip(
+        claim_rows, evidence_rows, strict=True
+    ):
+        ev_json = state_evidence((eid,))  # also the evidence list the claim hash holds
+        digest = confirmed_claim_hash(ev_json, json_text(cid), json_text(statement))
+        states.append((cid, source_id, "confirmed", digest, ev_json))
+        facts.append(
+            ClaimFact(
+                cid, digest, "confirmed", authority, statement, headings[seg_id], seg_id, start, end
             )
-        result.claim_states = states
-        result.source_digest = source_digest(source_id, revision_id, normalization_id, states)
-        text = normalized.text
-        index_rows = source_rows(
-            source_id,
-            path,
-            normalization_id,
-            [
-                SegmentFact(x.id, x.sha256, x.kind, x.heading_path, text[x.start : x.end], x.start)
-                for x in segments
-            ],
-            facts,
-            Analyzer(),
         )
-        result.index_digest = source_rows_digest(index_rows)
-        result.index_rows = index_rows
-    return result
+    result.claim_states = states
+    nid = str(result.normalization["id"])
+    result.source_digest = source_digest(source_id, result.revision_id, nid, states)
+    text = normalized.text
+    index_rows = source_rows(
+        source_id,
+        result.path,
+        nid,
+        [
+            SegmentFact(x.id, x.sha256, x.kind, x.heading_path, text[x.start : x.end], x.start)
+            for x in segments
+        ],
+        facts,
+        Analyzer(),
+    )
+    result.index_digest = source_rows_digest(index_rows)
+    result.index_rows = index_rows
 
 
 def _skip(path: str, code: str, message: str) -> FileResult:

@@ -1,10 +1,10 @@
 """The evidence graph of one generation, as plain JSON for the Universe page and agents.
 
 Nodes: sources (notes are sources under `knowledge/manual/`), active claims, entities from the
-registry, and for evidence the segments, revisions and raw blobs their chains go through.
+registry and the symbols source files define (`path::Name`), and for evidence the segments, revisions and raw blobs their chains go through.
 Edges: `in_source` (claim -> source), `evidence` / `cites` (claim -> segment, by evidence role),
 `in_revision` (segment -> revision), `raw` (revision -> raw blob), `mentions` (claim -> entity),
-`links` (note -> note or entity), `supersedes` (note -> note), `retracts` / `disputes`
+`links` (note -> note or entity), `defines` (source -> symbol entity), `supersedes` (note -> note), `retracts` / `disputes`
 (note -> claim).
 
 Beyond `max_nodes` the graph is cut deterministically: sources, entities, manual claims and
@@ -14,11 +14,13 @@ kept claims come with them. `truncated` says what was left out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..ids import make_id
 from ..storage import generations, views
+from ..storage import sources as ledger_sources
 from ..storage import states as state
 from ..storage.views import ActiveClaim
 from ..workspace import is_note
@@ -51,13 +53,18 @@ def graph(
         for n in sorted(notes.values(), key=lambda n: n.path)
         for e in n.meta.get("entities", [])
     }
-    kept = _kept_claims(claims, len(sources) + len(entities), len(sources), max_nodes)
+    symbols = _symbol_entities(conn, sources)
+    fixed = len(sources) + len(entities) + len(symbols)
+    kept = _kept_claims(claims, fixed, len(sources), max_nodes)
     nodes = _source_nodes(sources, notes)
     edges = _source_edges(sources)
     nodes += [
         {"id": eid, "kind": "entity", "label": e["name"], "description": e["description"]}
         for eid, e in sorted(entities.items())
     ]
+    for eid, (source_id, node) in sorted(symbols.items()):
+        nodes.append(node)
+        edges.append({"source": source_id, "target": eid, "kind": "defines"})
     evidence = views.evidence_links(conn, [e for c in kept for e in c.evidence_ids])
     segment_ids = sorted({ev.segment_id for ev in evidence.values()})
     segments = views.segment_places(conn, segment_ids)
@@ -81,7 +88,7 @@ def graph(
         "counts": {
             "sources": len(sources),
             "claims": len(claims),
-            "entities": len(entities),
+            "entities": len(entities) + len(symbols),
             "nodes": len(nodes),
             "edges": len(edges),
         },
@@ -95,6 +102,32 @@ def graph(
         "nodes": nodes,
         "edges": sorted(edges, key=lambda e: (e["kind"], e["source"], e["target"])),
     }
+
+
+def _symbol_entities(
+    conn: Connection, sources: dict[str, state.ActiveSource]
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """entity ID -> (defining source ID, node) for every symbol a code adapter recorded in the
+    meta of a source's current normalization; named `path::Qualified.name`, as notes cite it."""
+    by_norm = {a.normalization_id: a for a in sources.values() if a.normalization_id}
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for nid, raw in ledger_sources.normalization_metas(conn, by_norm).items():
+        if not raw or '"symbols"' not in raw:
+            continue
+        source = by_norm[nid]
+        for symbol in json.loads(raw).get("symbols", ()):
+            name = f"{source.path}::{symbol['name']}"
+            first, last = symbol["lines"]
+            out[entity_id(name)] = (
+                source.source_id,
+                {
+                    "id": entity_id(name),
+                    "kind": "entity",
+                    "label": name,
+                    "description": f"{symbol['kind']}, lines {first}-{last}",
+                },
+            )
+    return out
 
 
 def _kept_claims(

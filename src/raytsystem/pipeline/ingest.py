@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import faults
+from ..discovery import Candidate, Refusal, Skip, discover
 from ..errors import RaytError, WorkspaceError
 from ..model.adapters import adapter_for, media_type_for
 from ..model.generation import SourceState, generation_hash, manifest_digest
@@ -48,7 +49,7 @@ from ..storage.lock import writer_lock
 from ..storage.staging import Staging, staging
 from ..storage.statcache import StatCache
 from ..storage.writes import ObjectRows, commit_generation, insert_objects, record_ingest_run
-from ..workspace import Candidate, Refusal, Workspace
+from ..workspace import Workspace
 from .files import FileTask, KeptFile, adapter_key, now_iso
 from .indexing import SourceForIndex, index_rows, rebuild
 from .ingest_run import IngestReport, Run
@@ -182,8 +183,10 @@ def _scan(run: Run, scope: Sequence[str]) -> _Scan:
     candidates: list[Candidate] = []
     scanned_ns = time.time_ns()
     report, active = run.report, run.active
-    for item in run.ws.discover(scope):
-        if isinstance(item, Refusal):
+    for item in discover(run.ws, scope):
+        if isinstance(item, Skip):
+            report.skipped[item.reason] = report.skipped.get(item.reason, 0) + 1
+        elif isinstance(item, Refusal):
             if item.code == "path_not_found" and any(map(_scope_filter([item.path]), active)):
                 continue  # a known source that was deleted: recorded as gone below
             report.findings.append(Finding(item.code, item.path, item.message))

@@ -59,6 +59,7 @@ class IngestReport:
     indexes_pruned: int = 0
     index_spare_made: bool = False
     findings: list[Finding] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # files passed over, by reason
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +79,9 @@ class IngestReport:
                 "claims_changed": self.claims_changed,
                 "bytes_read": self.bytes_read,
             },
+            # Files discovery passed over, by reason (not_selected, ignored_by_gitignore,
+            # unsupported_type): counted, not findings.
+            "skipped": dict(sorted(self.skipped.items())),
             "index_rebuilt": self.index_rebuilt,
             # How the new generation's index was made and how many old ones were pruned.
             "index": {

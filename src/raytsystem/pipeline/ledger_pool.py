@@ -5,7 +5,7 @@ open, and SQLite's per-process bookkeeping of file locks does not survive a fork
 process opening the same file may read without the locks a concurrent writer's checkpoint
 respects). Spawning costs a fresh interpreter per helper, about half a second, and the usual
 "spawn" rule: a script that runs such a command in process guards its entry point with
-`if __name__ == "__main__":` (raytsystem's own `__main__` does). ADR 0024.
+`if __name__ == "__main__":` (raytsystem's own `__main__` does). ADR 0035.
 """
 
 from __future__ import annotations

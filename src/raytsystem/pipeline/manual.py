@@ -191,15 +191,12 @@ def resolve_note(
             ok = False
             findings.append(Finding(problem["code"], f"{note.path} {cid}", problem["message"]))
         for citation in entry["citations"]:
-            outcome, hit = locate(texts, citation["path"], citation["quote"])
+            symbol = citation.get("symbol")
+            outcome, hit = locate(texts, citation["path"], citation["quote"], symbol)
             if hit is None:
                 ok = False
                 findings.append(
-                    Finding(
-                        outcome,
-                        f"{note.path} {cid}",
-                        MESSAGES[outcome].format(path=citation["path"], quote=citation["quote"]),
-                    )
+                    Finding(outcome, f"{note.path} {cid}", MESSAGES[outcome].format(**citation))
                 )
                 continue
             seg_id, start, end, sha = hit

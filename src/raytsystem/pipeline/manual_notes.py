@@ -90,28 +90,49 @@ class Texts:
         self._cache[path] = value
         return value
 
+    def symbol_span(self, path: str, symbol: str) -> tuple[int, int] | None:
+        """The span in the normalized text of a symbol the source at `path` defines (a code
+        adapter records them in its normalization's meta), or None."""
+        nid = self.sources.get(path)
+        raw = ledger_sources.normalization_metas(self.conn, [nid]).get(nid) if nid else None
+        for entry in json.loads(raw).get("symbols", ()) if raw else ():
+            if entry.get("name") == symbol:
+                start, end = entry["span"]
+                return int(start), int(end)
+        return None
+
 
 def quote_pattern(quote: str) -> re.Pattern[str]:
     return re.compile(r"\s+".join(re.escape(word) for word in quote.split()))
 
 
-def locate(texts: Texts, path: str, quote: str) -> tuple[str, tuple[str, int, int, str] | None]:
-    """('found', (segment, start, end, sha)) or (problem code, None)."""
+def locate(
+    texts: Texts, path: str, quote: str, symbol: str | None = None
+) -> tuple[str, tuple[str, int, int, str] | None]:
+    """('found', (segment, start, end, sha)) or (problem code, None). With `symbol`, the quote
+    must lie inside that symbol's current span: found elsewhere or not at all, it drifted."""
     target = texts.get(path)
     if target is None:
         return "citation_source_missing", None
     _nid, text, segments = target
     if not quote.split():
         return "citation_malformed", None
+    within = (0, len(text))
+    if symbol is not None:
+        span = texts.symbol_span(path, symbol)
+        if span is None:
+            return "citation_drifted", None
+        within = span
     pattern = quote_pattern(quote)
     hits = []
     for seg_id, start, end in segments:
-        for m in pattern.finditer(text, start, end):
+        start, end = max(start, within[0]), min(end, within[1])
+        for m in pattern.finditer(text, start, end) if start < end else ():
             hits.append((seg_id, m.start(), m.end()))
             if len(hits) > 1:
                 return "citation_ambiguous", None
     if not hits:
-        return "citation_not_found", None
+        return ("citation_drifted" if symbol is not None else "citation_not_found"), None
     seg_id, start, end = hits[0]
     return "found", (seg_id, start, end, sha256_hex(text[start:end]))
 
@@ -121,6 +142,8 @@ MESSAGES = {
     "citation_ambiguous": 'the quote "{quote}" occurs more than once in {path}',
     "citation_not_found": 'the quote "{quote}" is not in the current revision of {path}',
     "citation_malformed": "the citation of {path} has an empty quote",
+    "citation_drifted": 'the quote "{quote}" is no longer inside {symbol} in {path}: the code '
+    "changed (or the symbol is gone)",
 }
 
 

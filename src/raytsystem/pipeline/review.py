@@ -168,11 +168,11 @@ def _unverified(
     reasons = [p["message"] for p in entry["problems"]]
     stale = False
     for citation in entry["citations"]:
-        outcome, hit = locate(texts, citation["path"], citation["quote"])
+        outcome, hit = locate(texts, citation["path"], citation["quote"], citation.get("symbol"))
         if hit is None:
             reasons.append(MESSAGES[outcome].format(**citation))
             stale = stale or (
-                outcome == "citation_not_found"
+                outcome in ("citation_not_found", "citation_drifted")
                 and reviews.cited_before(conn, claim.claim_id, number)
             )
     if note.meta.get("note_error"):

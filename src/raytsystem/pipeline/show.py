@@ -141,7 +141,9 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             "kind": kind,
             "revision": rev,
             "source": _found(views.source(conn, rev["source_id"]), rev["source_id"]),
-            "normalizations": [n._asdict() for n in views.normalizations_of(conn, object_id)],
+            "normalizations": [
+                _normalization_json(n._asdict()) for n in views.normalizations_of(conn, object_id)
+            ],
         }
     if kind == "normalization":
         norm = _found(views.normalization(conn, object_id), object_id)

@@ -57,14 +57,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
         # A new file: its page size holds from its first write on (nothing changes it later
         # short of a VACUUM, which raytsystem never runs). Rows of random-keyed IDs went in
-        # 13% faster at 16 KiB than at SQLite's 4 KiB (3,000 files).
+        # Faster than SQLite's 4 KiB for ingest's wide rows (ADR 0032).
         cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
     # FULL: a generation whose head moved must survive power loss, not only a process crash.
     cursor.execute("PRAGMA synchronous=FULL")
     # Reads join IDs that are hashes, so they hop between pages all over each index: with
-    # SQLite's 2 MiB default the pages of one query evict each other (ingest's active sources
-    # of 10,000 files: 0.19 s at 2 MiB, 0.09 s at 32 MiB; of 50,000 files: 1.03-1.18 s at
-    # 32 MiB, 0.69-0.95 s at 64 MiB, no better at 128). Pages are allocated as they are read.
+    # SQLite's 2 MiB default the pages of one query evict each other (ADR 0023).
+    # Pages are allocated as they are read.
     cursor.execute(f"PRAGMA cache_size=-{READ_CACHE_MIB * 1024}")
     cursor.close()
 

@@ -126,8 +126,8 @@ def _copy_direct(source: Path, target: Path) -> bool:
     """Copy `source` to a new file `target` around the page cache (`O_DIRECT`), fsynced.
 
     For a copy nobody reads soon (the spare): it puts no page of the copy in memory, which
-    costs a fraction of a copy through the cache where fresh memory is slow to touch (a VM
-    copied 784 MiB in 0.35 s this way against 0.5-2.2 s). False, and no file, where the
+    costs a fraction of a copy through the cache where fresh memory is slow to touch (ADR
+    0032). False, and no file, where the
     system or the filesystem does not do direct writes; the caller then copies as usual."""
     flag = getattr(os, "O_DIRECT", 0)
     if not flag:

@@ -1,7 +1,7 @@
 """A read-only SQL runner for the hot read paths (query, search).
 
-Importing SQLAlchemy costs about 0.6 s on the 2-core machines this runs on, twice the whole
-latency budget of a `raytsystem query` process. So the read paths of query and search are
+Importing SQLAlchemy costs more than the whole latency budget of a `raytsystem query`
+process. So the read paths of query and search are
 written as plain, portable SQL (named `:params`, quoted `"start"`/`"end"`) and run through this
 runner: on the embedded SQLite ledger, by the standard library's sqlite3 module opened
 read-only; on any other database, through a SQLAlchemy connection. The SQL text is the same for

@@ -43,7 +43,7 @@ COMMIT_EVERY = 30  # `batch` calls per ledger transaction
 # becomes the bottleneck. 256 MiB instead of 128: a cold ingest of 50,000 files in 222 s instead
 # of 252 s, peak RSS 780 MiB instead of 645 MiB. 384 MiB looked 4-8% faster in two pairs,
 # within the machine's drift, and put the writer and its worker together at the 1 GiB the
-# ingest is held to (ADR 0017).
+# ingest is held to (ADR 0032).
 LEDGER_CACHE_MIB = 256
 
 _SCHEMA = (
@@ -325,8 +325,7 @@ class Staging:
         """The sources the new generation changes or removes; a changed source whose claims
         were not put loses its open states. `parented`: the sources active in the parent, the
         only ones with states to close (None: any may have some). A cold ingest's sources
-        have none, and `apply` then walks none of their states (its end 0.5 s shorter at
-        10,000 files)."""
+        have none, and `apply` then walks none of their states."""
         changed = list(changed)
         for s in changed:
             if s.source_id not in self._counts:

@@ -4,7 +4,7 @@ These `Table`s describe the schema; the tables themselves are created and change
 Alembic migrations in `migrations/` (tests/test_ledger.py checks the two agree). Each is named for
 the object its rows are (`Source` is the table `sources`, its columns `Source.c.path`...). The
 pipeline works with Core statements and plain tuples, never ORM objects: SQLAlchemy's ORM is not
-imported at all, which spares every command that opens the ledger a tenth of a second (ADR 0023).
+imported at all, which spares every command that opens the ledger its import (ADR 0023).
 
 Immutable tables (sources, revisions, normalizations, segments, claims, evidence, generations)
 are only ever inserted into. The two `*_states` tables record which objects are active in which

@@ -11,7 +11,6 @@ from typing import Final
 
 from . import html, markdown, notebook, pdf, plaintext, python, rst, treesitter
 from .base import (
-    INGESTED_MEDIA_TYPES,
     MARKDOWN_SUFFIXES,
     MEDIA_TYPES,
     PROSE_KINDS,
@@ -27,7 +26,6 @@ from .base import (
 
 __all__ = [
     "ADAPTERS",
-    "INGESTED_MEDIA_TYPES",
     "MARKDOWN_SUFFIXES",
     "MEDIA_TYPES",
     "PROSE_KINDS",

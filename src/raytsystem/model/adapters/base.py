@@ -234,15 +234,7 @@ MEDIA_TYPES: Final[dict[str, str]] = {
     ".rs": "text/x-rust",
 }
 
-# What ingest reads today. The other formats wait for their integration (issue 36: the bytes
-# of a PDF reaching its adapter, the ledger's page and cell columns, symbols as entities);
-# until then `media_type_for` keeps them plain text unless asked for every format.
-INGESTED_MEDIA_TYPES: Final = frozenset({"text/markdown", "text/plain"})
 
-
-def media_type_for(path: str, *, every_format: bool = False) -> str:
+def media_type_for(path: str) -> str:
     """Media type by file name (`MEDIA_TYPES`); anything else is plain text."""
-    media_type = MEDIA_TYPES.get(posixpath.splitext(path)[1].lower(), "text/plain")
-    if not every_format and media_type not in INGESTED_MEDIA_TYPES:
-        return "text/plain"
-    return media_type
+    return MEDIA_TYPES.get(posixpath.splitext(path)[1].lower(), "text/plain")

@@ -295,8 +295,9 @@ ADAPTER = Adapter(
     reads="bytes",
     config={
         "extractor": "pypdf plain",
-        "paragraph_gap": PARAGRAPH_GAP,
-        "heading_size": HEADING_SIZE,
+        # canonical JSON holds no floats: the ratios are recorded as their decimal text
+        "paragraph_gap": repr(PARAGRAPH_GAP),
+        "heading_size": repr(HEADING_SIZE),
         "heading_max_chars": HEADING_MAX_CHARS,
     },
 )
