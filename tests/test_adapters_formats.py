@@ -420,6 +420,8 @@ def test_registry_names_and_media_types() -> None:
     assert media_type_for("docs/a.HTML") == "text/html"
     assert media_type_for("src/a.d.ts") == "text/x-typescript"
     assert media_type_for("notebooks/a.ipynb") == "application/x-ipynb+json"
+    assert media_type_for("html/_sources/library/os.rst.txt") == "text/x-rst"  # Sphinx's copy
+    assert media_type_for("notes.txt") == "text/plain"
     assert media_type_for("docs/a.md") == "text/markdown"
 
 

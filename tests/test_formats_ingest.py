@@ -47,6 +47,7 @@ def every_format(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write(ws, "generated/out.md", "# Out\n\nGenerated text.\n")
     write(ws, "debug.log", "a log line\n")
     write(ws, ".env", "TOKEN=abc\n")
+    (ws / "site" / "objects.inv").write_bytes(b"# inventory\n\x00\x01zlib")  # no format, not text
     return ws
 
 
@@ -62,6 +63,7 @@ def test_init_selects_every_readable_file_and_counts_what_it_passes_over(
         "ignored_by_gitignore": 1,  # debug.log (generated/ is not walked)
         "not_selected": 3,  # .env and .gitignore (hidden files), raytsystem.toml
         "unsupported_type": 1,  # assets/logo.png
+        "binary_file": 1,  # site/objects.inv: read, found not to be text, never a finding
     }
     human = run_cli("ingest", "--json", cwd=every_format, env=SQLITE)
     assert human.code == 0

@@ -186,7 +186,10 @@ class Run:
 
     def _count(self, r: FileResult) -> None:
         self.report.bytes_read += r.size
-        if r.finding:
+        if r.finding and r.finding.code == "binary_file" and r.path not in self.active:
+            # a file of no known format that is not text: passed over like an image, counted
+            self.report.skipped["binary_file"] = self.report.skipped.get("binary_file", 0) + 1
+        elif r.finding:
             self.report.findings.append(r.finding)
         self.report.findings.extend(r.findings)
         if r.outcome == "unchanged":

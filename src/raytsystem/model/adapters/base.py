@@ -236,5 +236,8 @@ MEDIA_TYPES: Final[dict[str, str]] = {
 
 
 def media_type_for(path: str) -> str:
-    """Media type by file name (`MEDIA_TYPES`); anything else is plain text."""
+    """Media type by file name (`MEDIA_TYPES`); anything else is plain text. Sphinx copies a
+    page's reStructuredText source as `name.rst.txt`: that is reStructuredText too."""
+    if path.lower().endswith(".rst.txt"):
+        return MEDIA_TYPES[".rst"]
     return MEDIA_TYPES.get(posixpath.splitext(path)[1].lower(), "text/plain")
