@@ -55,7 +55,7 @@ import time
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -63,6 +63,9 @@ from ..errors import RaytError, UsageError
 from ..storage.blobs import BlobStore
 from ..storage.reader import Reader
 from .query import MAX_LIMIT, query
+
+if TYPE_CHECKING:
+    from .baseline import Baseline
 
 
 class EvidenceUnit(BaseModel):
@@ -274,48 +277,13 @@ def evaluate(
         target.index_digest,
     ) as conn:
         baseline = build_baseline(conn, reader, blobs)
-    rows = []
-    base_rows: list[dict[str, Any]] = []
-    latencies: list[float] = []
     try:
-        for case in dataset.cases:
-            runs = []
-            for _ in range(2):
-                started = time.perf_counter()
-                try:
-                    body = query(
-                        reader, blobs, index_dir, case.query, limit=limit, generation=generation
-                    ).to_json()
-                except RaytError as exc:
-                    body = exc.to_json()
-                latencies.append((time.perf_counter() - started) * 1000)
-                runs.append(body)
-            rows.append(_case_row(case, runs, k, e))
-            base_rows.append(
-                _baseline_row(
-                    case, baseline.sources(case.query, k), baseline.sentences(case.query, e)
-                )
-            )
+        rows, base_rows, latencies = _run_cases(
+            reader, blobs, index_dir, dataset, baseline, limit, generation, k
+        )
     finally:
         baseline.close()
-    metric_keys = (
-        *_FIGURES,
-        "sources_in_e",
-        "claim_recall_at_k",
-        "claim_top1",
-        "citation_precision",
-        "contamination",
-        "must_contain",
-        "must_not_contain",
-        "repeatable",
-    )
-    metrics: dict[str, Any] = _renamed(_means(rows, metric_keys))
-    metrics["cases"] = len(dataset.cases)
-    metrics["offtopic_cases"] = sum(c.expect == "gap" for c in dataset.cases)
-    metrics["latency_ms"] = {
-        "p50": round(_percentile(latencies, 0.5), 2),
-        "p95": round(_percentile(latencies, 0.95), 2),
-    }
+    metrics = _metrics(rows, dataset, latencies)
     base_metrics: dict[str, Any] = _renamed(_means(base_rows, _FIGURES))
     base_metrics["sources"] = baseline.source_count
     base_metrics["sentences"] = baseline.sentence_count
@@ -337,6 +305,65 @@ def evaluate(
         },
         "cases": rows,
     }
+
+
+_METRIC_KEYS: Final = (
+    *_FIGURES,
+    "sources_in_e",
+    "claim_recall_at_k",
+    "claim_top1",
+    "citation_precision",
+    "contamination",
+    "must_contain",
+    "must_not_contain",
+    "repeatable",
+)
+
+
+def _run_cases(
+    reader: Reader,
+    blobs: BlobStore,
+    index_dir: Path,
+    dataset: Dataset,
+    baseline: Baseline,
+    limit: int,
+    generation: str | None,
+    k: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float]]:
+    """Each case asked twice (the second run checks the answer repeats), and of the baseline:
+    (raytsystem's rows, the baseline's rows, every query's latency in ms)."""
+    e = dataset.evidence_k
+    rows, base_rows, latencies = [], [], []
+    for case in dataset.cases:
+        runs = []
+        for _ in range(2):
+            started = time.perf_counter()
+            try:
+                body = query(
+                    reader, blobs, index_dir, case.query, limit=limit, generation=generation
+                ).to_json()
+            except RaytError as exc:
+                body = exc.to_json()
+            latencies.append((time.perf_counter() - started) * 1000)
+            runs.append(body)
+        rows.append(_case_row(case, runs, k, e))
+        base_rows.append(
+            _baseline_row(case, baseline.sources(case.query, k), baseline.sentences(case.query, e))
+        )
+    return rows, base_rows, latencies
+
+
+def _metrics(
+    rows: list[dict[str, Any]], dataset: Dataset, latencies: list[float]
+) -> dict[str, Any]:
+    metrics: dict[str, Any] = _renamed(_means(rows, _METRIC_KEYS))
+    metrics["cases"] = len(dataset.cases)
+    metrics["offtopic_cases"] = sum(c.expect == "gap" for c in dataset.cases)
+    metrics["latency_ms"] = {
+        "p50": round(_percentile(latencies, 0.5), 2),
+        "p95": round(_percentile(latencies, 0.95), 2),
+    }
+    return metrics
 
 
 def _case_row(case: Case, runs: list[dict[str, Any]], k: int, e: int) -> dict[str, Any]:
