@@ -552,9 +552,8 @@ KINDS = [
         btree_page_unread,
         Q_REFUNDS,
         SAME,
-        # Proposed: PRAGMA integrity_check (or quick_check) fails.
+        # SQLite's PRAGMA quick_check finds the page.
         findings("ledger_corrupt"),
-        verify_today="issue 34: verify exits 0: nothing runs SQLite's integrity check",
     ),
     Kind(
         "ledger B-tree index page a query reads overwritten",
@@ -563,19 +562,14 @@ KINDS = [
         fails("database_corrupt"),
         findings("ledger_corrupt"),
         verify_fails=frozenset({"database_corrupt"}),
-        query_today="issue 34: internal_error (sqlite3.DatabaseError: database disk image is "
-        "malformed)",
-        verify_today="issue 34: internal_error (sqlite3.DatabaseError: database disk image is "
-        "malformed)",
     ),
     Kind(
         "settings row deleted",
         ledger_sql("DELETE FROM settings WHERE name = 'id_scheme'"),
         Q_REFUNDS,
         fails("database_corrupt", "ledger_mismatch", same=True),
-        # Proposed: the ledger has sources but records no ID scheme.
+        # The ledger has sources but records no ID scheme.
         findings("settings_missing"),
-        verify_today="issue 34: verify exits 0",
     ),
     Kind(
         "generation summary edited",
@@ -977,9 +971,6 @@ KINDS = [
         fails("database_corrupt"),
         findings("ledger_corrupt"),
         verify_fails=frozenset({"database_corrupt"}),
-        query_today="issue 34: internal_error (DatabaseError: database disk image is malformed)",
-        verify_today="issue 34: database_error (exit 6) whose message is SQLAlchemy's, with "
-        "its SQL and a link, instead of one code for a damaged ledger",
     ),
 ]
 

@@ -45,6 +45,7 @@ from .indexing import generation_digest
 from .verify_generations import check_generations
 from .verify_report import VerifyReport
 from .verify_rows import CLAIMS_HELPER_FROM, check_ledger, check_references, claims_checked_beside
+from .verify_structure import check_settings, check_structure, stops_at_damage
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -221,11 +222,20 @@ def verify(
     report = VerifyReport()
     present = check_blobs(store, report, progress)
     derive = chain_ids(ids)
-    with claims_checked_beside(conn, derive, report, claims_helper_from):
-        check_ledger(conn, derive, store, present, report, progress)
-    check_references(conn, report)
-    current = check_generations(conn, report)
-    report.generation = current.to_json() if current else None
-    check_indexes(conn, store, index_dir, current, report, progress)
+    with stops_at_damage(report) as reading:
+        reading.check = "the file's structure"
+        check_structure(conn, report)
+        reading.check = "its settings"
+        check_settings(conn, ids, report)
+        reading.check = "its rows"
+        with claims_checked_beside(conn, derive, report, claims_helper_from):
+            check_ledger(conn, derive, store, present, report, progress)
+        reading.check = "the references between its rows"
+        check_references(conn, report)
+        reading.check = "the generations"
+        current = check_generations(conn, report)
+        report.generation = current.to_json() if current else None
+        reading.check = "the index files"
+        check_indexes(conn, store, index_dir, current, report, progress)
     report.seconds = time.perf_counter() - started
     return report

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..errors import DatabaseError, Locked, SchemaTooNew, database_corrupt
 from ..ids import NEWEST_SCHEME, IdScheme, scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
@@ -156,7 +156,9 @@ def translate_error(exc: OperationalError) -> DatabaseError | Locked:
 def schema_revision(conn: Connection) -> str | None:
     try:
         row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-    except SQLAlchemyError:
+    except SQLAlchemyError as exc:
+        if database_corrupt(exc) is not None:
+            raise  # a damaged file is not an empty ledger (and must never be migrated)
         conn.rollback()
         return None
     return None if row is None else str(row[0])

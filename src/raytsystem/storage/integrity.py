@@ -7,13 +7,16 @@ walks two streams side by side (segments and evidence, by normalization ID).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import SQLAlchemyError
 
+from ..errors import database_corrupt
 from . import index_file
 from .tables import (
     Claim,
@@ -24,6 +27,7 @@ from .tables import (
     Normalization,
     Revision,
     Segment,
+    Setting,
     Source,
     SourceState,
 )
@@ -46,6 +50,15 @@ def _bytewise(conn: Connection, column: Any) -> Any:
     """`column` ordered by its bytes, as Python orders the same ASCII strings: SQLite's default;
     PostgreSQL's may follow the database's locale."""
     return column.collate("C") if conn.dialect.name == "postgresql" else column
+
+
+def recorded_setting(conn: Connection, name: str) -> str | None:
+    row = conn.execute(select(Setting.c.value).where(Setting.c.name == name)).first()
+    return None if row is None else str(row[0])
+
+
+def has_sources(conn: Connection) -> bool:
+    return conn.execute(select(Source.c.id).limit(1)).first() is not None
 
 
 class SourceRow(NamedTuple):
@@ -270,6 +283,51 @@ def head_pointer(conn: Connection) -> str | None:
     """The generation hash the head row names, whether or not that generation exists."""
     row = conn.execute(select(Head.c.generation_hash).where(Head.c.name == "current")).first()
     return None if row is None else str(row[0])
+
+
+QUICK_CHECK_LINES = 20  # problems `ledger_structure` asks SQLite for at most
+
+
+def ledger_structure(conn: Connection) -> list[str]:
+    """What SQLite's own check of the ledger file finds wrong with its structure (`PRAGMA
+    quick_check`: every page of every table and index B-tree is read and its format checked,
+    without comparing indexes with their tables, which `integrity_check` adds at several times
+    the cost); empty when it finds nothing. A page a failing disk overwrote is found here even
+    when no read of the rows would touch it. PostgreSQL has no such check without an extension:
+    nothing is found there."""
+    if conn.dialect.name != "sqlite":
+        return []
+    try:
+        rows = conn.exec_driver_sql(f"PRAGMA quick_check({QUICK_CHECK_LINES})").all()
+    except SQLAlchemyError as exc:
+        damaged = database_corrupt(exc, ledger=True)
+        if damaged is None:
+            raise
+        return [f"SQLite cannot check it: {damaged.details['said']}"]
+    lines = [line for (text,) in rows for line in str(text).splitlines()]
+    if lines == ["ok"]:
+        return []
+    roots = _root_pages(conn)
+    return [
+        _PAGE.sub(lambda m: f"{m[0]} ({roots[int(m[1])]})" if int(m[1]) in roots else m[0], line)
+        for line in lines
+        if not line.startswith("*** in database")
+    ]
+
+
+_PAGE = re.compile(r"\b(?:Page|page) ([0-9]+)")
+
+
+def _root_pages(conn: Connection) -> dict[int, str]:
+    """Root page -> "table NAME" / "index NAME": what a damaged page that is a root belongs to
+    (empty if even the schema cannot be read)."""
+    try:
+        rows = conn.exec_driver_sql(
+            "SELECT rootpage, type, name FROM sqlite_master WHERE rootpage > 0"
+        ).all()
+    except SQLAlchemyError:
+        return {}
+    return {int(page): f"{kind} {name}" for page, kind, name in rows}
 
 
 class DanglingReference(NamedTuple):

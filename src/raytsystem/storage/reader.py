@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..errors import DatabaseError, Locked, SchemaTooNew, database_corrupt
 from ..ids import NEWEST_SCHEME, IdScheme, scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
@@ -72,6 +72,10 @@ class SqliteReader:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise Locked(f"the ledger database is locked: {exc}") from exc
             raise DatabaseError(f"cannot open the ledger {path}: {exc}", code="no_ledger") from exc
+        except sqlite3.DatabaseError as exc:
+            if (damaged := database_corrupt(exc, ledger=True)) is not None:
+                raise damaged from exc
+            raise
         try:  # as open_ledger does
             number = recorded_id_scheme(None if recorded is None else str(recorded[0]))
         except DatabaseError:
@@ -103,7 +107,12 @@ class SqliteReader:
             )
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, dict(params or {})).fetchall()
+        try:
+            return self._conn.execute(sql, dict(params or {})).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if (damaged := database_corrupt(exc, ledger=True)) is not None:
+                raise damaged from exc
+            raise
 
     def refresh(self) -> None:
         self._conn.execute("ROLLBACK")
