@@ -606,7 +606,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("revision_mismatch"),
-        verify_today="issue 34: verify exits 0: a revision's size is not compared with its blob",
     ),
     Kind(
         "revision media type edited",
@@ -617,7 +616,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("revision_mismatch"),
-        verify_today="issue 34: verify exits 0: a revision's media type is covered by no hash",
     ),
     Kind(
         "normalization text length edited",
@@ -628,7 +626,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("normalization_mismatch"),
-        verify_today="issue 34: verify exits 0: text_length is not compared with the text",
     ),
     Kind(
         "normalization segment count edited",
@@ -639,7 +636,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("normalization_mismatch"),
-        verify_today="issue 34: verify exits 0: segment_count is not compared with the segments",
     ),
     Kind(
         "normalization meta edited",
@@ -650,7 +646,6 @@ KINDS = [
         Q_GATEWAY,
         SAME,
         findings("normalization_mismatch"),
-        verify_today="issue 34: verify exits 0: a normalization's meta is covered by no hash",
     ),
     Kind(
         "killed index rebuild left its building file",

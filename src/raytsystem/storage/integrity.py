@@ -74,11 +74,23 @@ class RevisionRow(NamedTuple):
     id: str
     source_id: str
     blob: str
+    size: int
+    media_type: str
+    path: str | None  # its source's; None when the source is missing (a dangling reference)
 
 
 def revisions(conn: Connection) -> Iterator[RevisionRow]:
     return _stream(
-        conn, select(Revision.c.id, Revision.c.source_id, Revision.c.blob), RevisionRow._make
+        conn,
+        select(
+            Revision.c.id,
+            Revision.c.source_id,
+            Revision.c.blob,
+            Revision.c.size,
+            Revision.c.media_type,
+            Source.c.path,
+        ).outerjoin(Source, Source.c.id == Revision.c.source_id),
+        RevisionRow._make,
     )
 
 
@@ -90,6 +102,8 @@ class NormalizationRow(NamedTuple):
     config_hash: str
     status: str
     text_blob: str | None
+    text_length: int | None
+    segment_count: int
 
 
 def normalizations(conn: Connection) -> Iterator[NormalizationRow]:
@@ -103,8 +117,45 @@ def normalizations(conn: Connection) -> Iterator[NormalizationRow]:
             Normalization.c.config_hash,
             Normalization.c.status,
             Normalization.c.text_blob,
+            Normalization.c.text_length,
+            Normalization.c.segment_count,
         ),
         NormalizationRow._make,
+    )
+
+
+class NormalizationMeta(NamedTuple):
+    """A normalization's `meta` with what re-deriving it takes: its revision's raw blob and
+    its source's path (None when the revision or the source is missing)."""
+
+    id: str
+    adapter: str
+    adapter_version: int
+    config_hash: str
+    status: str
+    meta: str | None  # canonical JSON
+    raw_blob: str | None
+    source_id: str | None
+    path: str | None
+
+
+def normalization_metas(conn: Connection) -> Iterator[NormalizationMeta]:
+    return _stream(
+        conn,
+        select(
+            Normalization.c.id,
+            Normalization.c.adapter,
+            Normalization.c.adapter_version,
+            Normalization.c.config_hash,
+            Normalization.c.status,
+            Normalization.c.meta,
+            Revision.c.blob,
+            Revision.c.source_id,
+            Source.c.path,
+        )
+        .outerjoin(Revision, Revision.c.id == Normalization.c.revision_id)
+        .outerjoin(Source, Source.c.id == Revision.c.source_id),
+        NormalizationMeta._make,
     )
 
 
