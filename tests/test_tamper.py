@@ -232,6 +232,18 @@ def btree_page_read(ws: Path) -> None:
     overwrite_page(ledger(ws), _page_of(ledger(ws), "ix_claim_states_source"))
 
 
+def summary_edited(ws: Path) -> None:
+    """Generation 2's summary says it added more claims than it did. (An edit by `replace` of
+    a count it does not hold changes nothing, though SQLite counts the row as changed.)"""
+    summary = json.loads(one(ledger(ws), "SELECT summary FROM generations WHERE number = 2"))
+    summary["claims_added"] += 7
+    sql(
+        ledger(ws),
+        "UPDATE generations SET summary = ? WHERE number = 2",
+        (json.dumps(summary, sort_keys=True),),
+    )
+
+
 def ledger_sql(statement: str, *, rows: int | None = 1) -> Callable[[Path], None]:
     def tamper(ws: Path) -> None:
         sql(ledger(ws), statement, rows=rows)
@@ -573,14 +585,10 @@ KINDS = [
     ),
     Kind(
         "generation summary edited",
-        ledger_sql(
-            "UPDATE generations SET summary = replace(summary, '\"claims_added\": 1', "
-            "'\"claims_added\": 9') WHERE number = 2"
-        ),
+        summary_edited,
         Q_REFUNDS,
         SAME,
         findings("generation_counts_mismatch"),
-        verify_today="issue 34: verify exits 0: a generation's summary is covered by no hash",
     ),
     Kind(
         "generation claim count edited",
@@ -588,7 +596,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("generation_counts_mismatch"),
-        verify_today="issue 34: verify exits 0: a generation's counts are covered by no hash",
     ),
     Kind(
         "generation source count edited",
@@ -596,7 +603,6 @@ KINDS = [
         Q_REFUNDS,
         SAME,
         findings("generation_counts_mismatch"),
-        verify_today="issue 34: verify exits 0: a generation's counts are covered by no hash",
     ),
     Kind(
         "revision size edited",

@@ -7,9 +7,10 @@ walks two streams side by side (segments and evidence, by normalization ID).
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -17,7 +18,9 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import database_corrupt
+from ..model.generation import ClaimState as ClaimStateObject
 from . import index_file
+from .states import active
 from .tables import (
     Claim,
     ClaimState,
@@ -328,6 +331,66 @@ def claim_state_spans(conn: Connection) -> Iterator[ClaimStateSpan]:
         select(ClaimState.c.source_id, ClaimState.c.gen_from, ClaimState.c.gen_to),
         ClaimStateSpan._make,
     )
+
+
+class GenerationCounts(NamedTuple):
+    """What a generation's row says it holds and changed (no hash covers these)."""
+
+    source_count: int
+    claim_count: int
+    summary: str  # canonical JSON
+
+
+def generation_counts(conn: Connection, number: int) -> GenerationCounts | None:
+    row = conn.execute(
+        select(Generation.c.source_count, Generation.c.claim_count, Generation.c.summary).where(
+            Generation.c.number == number
+        )
+    ).first()
+    return None if row is None else GenerationCounts._make(row)
+
+
+class ActiveClaim(NamedTuple):
+    state: ClaimStateObject
+    gen_from: int
+
+
+def claims_active(
+    conn: Connection, number: int, source_ids: Sequence[str]
+) -> dict[str, list[ActiveClaim]]:
+    """The claim states of these sources active in generation `number`, each with the
+    generation it opened in: source ID -> its states."""
+    out: dict[str, list[ActiveClaim]] = {}
+    rows = conn.execute(
+        select(
+            ClaimState.c.claim_id,
+            ClaimState.c.source_id,
+            ClaimState.c.status,
+            ClaimState.c.claim_hash,
+            ClaimState.c.evidence_ids,
+            ClaimState.c.gen_from,
+        ).where(ClaimState.c.source_id.in_(source_ids), active(ClaimState, number))
+    )
+    for cid, sid, status, claim_hash, evidence, gen_from in rows:
+        state = ClaimStateObject(cid, sid, status, claim_hash, tuple(json.loads(evidence)))
+        out.setdefault(sid, []).append(ActiveClaim(state, gen_from))
+    return out
+
+
+def claims_closed(conn: Connection, number: int, source_ids: Sequence[str]) -> dict[str, str]:
+    """Claim ID -> claim hash of the states of these sources that generation `number` closed
+    (found through the index on (source, end of interval): what changed, not the history)."""
+    rows = conn.execute(
+        select(ClaimState.c.claim_id, ClaimState.c.claim_hash).where(
+            ClaimState.c.source_id.in_(source_ids), ClaimState.c.gen_to == number
+        )
+    )
+    return {cid: claim_hash for cid, claim_hash in rows}
+
+
+def source_paths(conn: Connection, source_ids: Sequence[str]) -> dict[str, str]:
+    rows = conn.execute(select(Source.c.id, Source.c.path).where(Source.c.id.in_(source_ids)))
+    return {sid: path for sid, path in rows}
 
 
 def head_pointer(conn: Connection) -> str | None:
