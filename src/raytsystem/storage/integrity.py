@@ -393,6 +393,14 @@ def source_paths(conn: Connection, source_ids: Sequence[str]) -> dict[str, str]:
     return {sid: path for sid, path in rows}
 
 
+def states_written_ahead(conn: Connection, newest: int) -> bool:
+    """Whether claim states lie past generation `newest`: an ingest's that has not committed
+    (`staging.py`). A scan of the claim states (no index leads with `gen_from`): ask only when
+    it matters."""
+    found = conn.execute(select(ClaimState.c.id).where(ClaimState.c.gen_from > newest).limit(1))
+    return found.first() is not None
+
+
 def head_pointer(conn: Connection) -> str | None:
     """The generation hash the head row names, whether or not that generation exists."""
     row = conn.execute(select(Head.c.generation_hash).where(Head.c.name == "current")).first()
