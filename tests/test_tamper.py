@@ -470,7 +470,6 @@ KINDS = [
         SAME,
         findings("index_mismatch"),
         template="one",
-        verify_today="issue 34: verify exits 0: the spare index is never checked",
     ),
     Kind(
         "spare index injected, then an ingest",

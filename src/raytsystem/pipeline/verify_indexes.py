@@ -3,6 +3,8 @@
 - Every generation's index file is checked against its own records (per-source row digests,
   `index_file.check_rows`) and against its generation; the current generation's is also
   compared with the rows the ledger derives.
+- The spare (`.spare.sqlite3`), which the next ingest patches into a new generation's index
+  and trusts for every source it does not patch, is checked against its own records too.
 - A file a writer is making (`.building-*`) while no writer runs is what a stopped one left:
   an ingest's (`interrupted_ingest`, information) when the ledger holds the claim states it
   wrote ahead, else an index rebuild's (`stray_file`).
@@ -61,6 +63,7 @@ def check_indexes(
             current.hash,
             "the current generation has no index: run `raytsystem index rebuild`",
         )
+    _check_spare(index_dir, report)
     _check_building(conn, index_dir, state_dir, newest, report)
 
 
@@ -126,6 +129,27 @@ def _uncommitted(path: Path, meta: dict[str, str], index_dir: Path, newest: int)
         and len(recorded) == 64
         and index_file.index_path(index_dir, newest + 1, recorded) == path
     )
+
+
+def _check_spare(index_dir: Path, report: VerifyReport) -> None:
+    """The spare's rows against its own records: an ingest keeps every row of it whose source
+    did not change, so a row injected there would live on in the next generation's index."""
+    spare = index_dir / index_folder.SPARE_NAME
+    if not spare.is_file():
+        return
+    checked = integrity.check_index_file(spare)
+    if not spare.exists():
+        return  # an ingest took it meanwhile
+    if checked.unreadable is not None:
+        report.add("error", "index_corrupt", spare.name, f"the spare index is {checked.unreadable}")
+    # One of another format is never patched (an ingest copies the parent instead).
+    for problem in checked.problems:
+        report.add(
+            "error",
+            "index_mismatch",
+            spare.name,
+            f"the spare index, which the next ingest makes the new index from: {problem}",
+        )
 
 
 def _check_building(
