@@ -769,8 +769,6 @@ KINDS = [
         Q_REFUNDS,
         fails("not_a_member", "ledger_mismatch"),
         findings("dangling_reference"),
-        verify_today="issue 34: verify ends with internal_error (KeyError: the claim ID) "
-        "while deriving the index rows, before it reports the dangling references",
     ),
     Kind(
         "cited claim's evidence row deleted",

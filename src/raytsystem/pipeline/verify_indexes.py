@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import BlobMissing, ChecksumMismatch
+from ..errors import IntegrityError
 from ..progress import Progress
 from ..storage import generations, index_file, index_folder, integrity
 from ..storage.blobs import DiskBlobStore
@@ -194,7 +194,7 @@ def _compare_with_ledger(
     """The rows digest the index at `path` records, against the one the ledger derives."""
     try:
         derived = generation_digest(conn, store, gen, progress)
-    except (BlobMissing, ChecksumMismatch) as exc:  # a normalized text: reported above
+    except IntegrityError as exc:  # a normalized text or a claim missing: reported above
         report.add(
             "warning",
             "index_unchecked",
