@@ -776,8 +776,16 @@ KINDS = [
         Q_REFUNDS,
         fails("ledger_mismatch"),
         findings("dangling_reference"),
-        verify_today="issue 34: verify reports only index_mismatch (the index rows derived "
-        "from the ledger differ): the evidence IDs a claim state lists are never looked up",
+    ),
+    Kind(
+        "cited claim's evidence IDs made invalid JSON",
+        ledger_sql(
+            "UPDATE claim_states SET evidence_ids = '[\"evd_' WHERE claim_id = "
+            "(SELECT id FROM claims WHERE statement LIKE 'Refunds%')"
+        ),
+        Q_REFUNDS,
+        fails("ledger_mismatch"),
+        findings("claim_hash_mismatch"),
     ),
     Kind(
         "cited segment deleted",

@@ -9,7 +9,6 @@ are walked side by side in the order of their normalization's ID.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,12 +21,15 @@ from ..progress import Progress
 from ..storage import integrity
 from ..storage.blobs import DiskBlobStore
 from ..storage.integrity import EvidenceRow, NormalizationRow, SegmentRow
+from ..storage.states import read_state_evidence
 from .ledger_pool import helper_engine, ledger_helpers
 from .verify_fields import check_metas, check_normalization_text, check_revision
 from .verify_report import VerifyReport
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+MAX_REFERENCE_FINDINGS = 100  # dangling references reported one by one; the rest are counted
 
 
 def check_ledger(
@@ -201,27 +203,50 @@ def _check_evidence(
 
 
 def check_claims(conn: Connection, ids: ChainIds, report: VerifyReport) -> None:
-    """Every claim's ID derives from its row, every claim state's hash from its claim."""
+    """Every claim's ID derives from its row, every claim state's hash from its claim, and
+    every evidence ID a claim state lists is an evidence row of its claim."""
     for cid, sid, authority, statement, occurrence in integrity.claims(conn):
         report.counts["claims"] += 1
         if ids.claim_id(sid, authority, statement, occurrence) != cid:
             report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
     for st in integrity.claim_states_with_claims(conn):
         report.counts["claim_states"] += 1
-        got = claim_hash(
-            st.claim_id,
-            st.statement or "",
-            st.authority or "",
-            st.status,
-            json.loads(st.evidence_ids),
-        )
+        evidence = read_state_evidence(st.evidence_ids)
+        got = None
+        if evidence is not None:
+            got = claim_hash(
+                st.claim_id, st.statement or "", st.authority or "", st.status, evidence
+            )
         if got != st.claim_hash:
             report.add(
                 "error",
                 "claim_hash_mismatch",
                 st.claim_id,
-                f"a state of claim {st.claim_id} does not match its recorded hash",
+                f"a state of claim {st.claim_id} does not match its recorded hash"
+                + ("" if evidence is not None else " (its evidence IDs are not a JSON array)"),
             )
+    check_state_evidence(conn, report)
+
+
+def check_state_evidence(conn: Connection, report: VerifyReport) -> None:
+    """The evidence IDs claim states list (a JSON array: no foreign key checks them) lead to
+    evidence rows of the same claim (`integrity.state_evidence_problems`)."""
+    found = integrity.state_evidence_problems(conn, MAX_REFERENCE_FINDINGS + 1)
+    for rowid, claim_id, evidence_id, owner in found[:MAX_REFERENCE_FINDINGS]:
+        report.add(
+            "error",
+            "dangling_reference",
+            f"claim_states:{rowid}",
+            f"row {rowid} of claim_states (claim {claim_id}) lists evidence {evidence_id}, "
+            + ("which does not exist" if owner is None else f"which is claim {owner}'s"),
+        )
+    if len(found) > MAX_REFERENCE_FINDINGS:
+        report.add(
+            "error",
+            "dangling_reference",
+            "claim_states",
+            "more claim states list evidence that does not exist or is another claim's",
+        )
 
 
 # From this many claims on, with more than one core, `check_claims` runs in a helper process
@@ -275,9 +300,6 @@ def _side_by_side(
             evs.append(ev)
             ev = next(evidence, None)
         yield nid, segs, evs
-
-
-MAX_REFERENCE_FINDINGS = 100
 
 
 def check_references(conn: Connection, report: VerifyReport) -> None:

@@ -7,20 +7,19 @@ walks two streams side by side (segments and evidence, by normalization ID).
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import database_corrupt
 from ..model.generation import ClaimState as ClaimStateObject
 from . import index_file
-from .states import active
+from .states import active, read_state_evidence
 from .tables import (
     Claim,
     ClaimState,
@@ -372,7 +371,9 @@ def claims_active(
         ).where(ClaimState.c.source_id.in_(source_ids), active(ClaimState, number))
     )
     for cid, sid, status, claim_hash, evidence, gen_from in rows:
-        state = ClaimStateObject(cid, sid, status, claim_hash, tuple(json.loads(evidence)))
+        state = ClaimStateObject(
+            cid, sid, status, claim_hash, tuple(read_state_evidence(evidence) or ())
+        )
         out.setdefault(sid, []).append(ActiveClaim(state, gen_from))
     return out
 
@@ -471,6 +472,47 @@ def dangling_references(conn: Connection) -> list[DanglingReference]:
     # the connection any further statement, and that refusal would hide what happened.
     conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
     return [DanglingReference(table, rowid, parent) for table, rowid, parent, _fk in dangling]
+
+
+class StateEvidenceProblem(NamedTuple):
+    rowid: int  # of the claim state
+    claim_id: str
+    evidence_id: str
+    owner: str | None  # the claim the evidence belongs to; None: no such evidence row
+
+
+# The evidence IDs of every claim state, each with the evidence row it names, where there is
+# none or it is another claim's. A JSON array is no foreign key, so neither database checks
+# these. PostgreSQL casts only texts that are arrays of plain strings (no escape, no control
+# character: always valid JSON): a cast that failed would end the transaction, and
+# `verify_rows.check_claims` reports the rest.
+_STATE_EVIDENCE_SQLITE = """
+    SELECT cs.id, cs.claim_id, j.value, e.claim_id
+    FROM claim_states cs, json_each(cs.evidence_ids) j
+    LEFT JOIN evidence e ON e.id = j.value
+    WHERE json_valid(cs.evidence_ids) AND json_type(cs.evidence_ids) = 'array'
+      AND (e.id IS NULL OR e.claim_id <> cs.claim_id)
+    ORDER BY cs.id
+    LIMIT :limit"""
+_STATE_EVIDENCE_POSTGRESQL = r"""
+    SELECT cs.id, cs.claim_id, j.value, e.claim_id
+    FROM claim_states cs
+    CROSS JOIN LATERAL jsonb_array_elements_text(
+        CASE WHEN cs.evidence_ids ~ '^\[\s*("[^"\\[:cntrl:]]*"\s*(,\s*"[^"\\[:cntrl:]]*"\s*)*)?\]$'
+             THEN cs.evidence_ids::jsonb ELSE '[]'::jsonb END
+    ) AS j(value)
+    LEFT JOIN evidence e ON e.id = j.value
+    WHERE e.id IS NULL OR e.claim_id <> cs.claim_id
+    ORDER BY cs.id
+    LIMIT :limit"""
+
+
+def state_evidence_problems(conn: Connection, limit: int) -> list[StateEvidenceProblem]:
+    """Claim states that list an evidence ID with no evidence row, or another claim's (at
+    most `limit`). One pass over the claim states, each evidence ID looked up by its key."""
+    sql = _STATE_EVIDENCE_SQLITE if conn.dialect.name == "sqlite" else _STATE_EVIDENCE_POSTGRESQL
+    rows = conn.execute(text(sql), {"limit": limit})
+    return [StateEvidenceProblem._make(r) for r in rows]
 
 
 class IndexFileCheck(NamedTuple):
