@@ -211,7 +211,6 @@ def test_a_selection_of_nothing_makes_no_empty_generation(ws: Path, old: str, ne
     [["query", "refunds"], ["status"], ["ingest"], ["generations"]],
     ids=lambda c: c[0],
 )
-@xfail("internal_error, with SQLAlchemy's SQL in the message")
 def test_a_damaged_ledger_page_is_one_database_code(ws: Path, command: list[str]) -> None:
     path = ledger(ws)
     overwrite_page(path, one(path, "SELECT rootpage FROM sqlite_master WHERE name = 'head'"))
