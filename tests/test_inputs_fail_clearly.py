@@ -263,13 +263,7 @@ NO_SUCH = "/no/such/dir"
 
 @pytest.mark.parametrize(
     "command",
-    [
-        pytest.param(["status"], marks=xfail("internal_error (FileNotFoundError)")),
-        pytest.param(["ingest"], marks=xfail("internal_error (FileNotFoundError)")),
-        pytest.param(["generations"], marks=xfail("internal_error (FileNotFoundError)")),
-        pytest.param(["verify"], marks=xfail("internal_error (FileNotFoundError)")),
-        pytest.param(["query", "refunds"], marks=xfail("no_ledger (exit 6)")),
-    ],
+    [["status"], ["ingest"], ["generations"], ["verify"], ["query", "refunds"]],
     ids=lambda c: c[0],
 )
 def test_a_workspace_that_does_not_exist(tmp_path: Path, command: list[str]) -> None:
@@ -278,7 +272,6 @@ def test_a_workspace_that_does_not_exist(tmp_path: Path, command: list[str]) -> 
     assert not Path(NO_SUCH).exists()
 
 
-@xfail("internal_error (FileNotFoundError)")
 def test_a_workspace_from_the_environment_that_does_not_exist(tmp_path: Path) -> None:
     result = run_cli(
         "status", "--json", cwd=tmp_path, env={**SQLITE, "RAYTSYSTEM_WORKSPACE": NO_SUCH}
@@ -289,7 +282,6 @@ def test_a_workspace_from_the_environment_that_does_not_exist(tmp_path: Path) ->
 @pytest.mark.parametrize(
     "command", [["status"], ["ingest"], ["query", "refunds"]], ids=lambda c: c[0]
 )
-@xfail("the folder is taken for a workspace: .raytsystem/ is made in it")
 def test_a_folder_without_raytsystem_toml_is_no_workspace(
     tmp_path: Path, command: list[str]
 ) -> None:

@@ -92,7 +92,7 @@ class Session:
     ) -> Session:
         """The workspace at `workspace`, or the nearest one at or above `cwd`."""
         here = cwd or Path.cwd()
-        ws = Workspace.open(here / workspace) if workspace else Workspace.find(here)
+        ws = Workspace.named(here / workspace) if workspace else Workspace.find(here)
         return cls(ws, database_url, cwd=here)
 
     @classmethod

@@ -144,6 +144,22 @@ class Workspace:
         return load_config(self.root)
 
     @classmethod
+    def named(cls, root: Path) -> Workspace:
+        """The workspace a user named (`--workspace`): a folder that holds a raytsystem.toml.
+        Only `init` makes one, so a folder without it is refused before anything is made."""
+        root = root.resolve()
+        if not root.is_dir():
+            what = "is not a folder" if root.exists() else "does not exist"
+            raise WorkspaceError(f"the workspace {root} {what}", code="workspace_not_found")
+        if not (root / CONFIG_NAME).is_file():
+            raise WorkspaceError(
+                f"{root} is no workspace: it holds no {CONFIG_NAME} "
+                f"(run `raytsystem init {root}` to make it one)",
+                code="workspace_not_found",
+            )
+        return cls.open(root)
+
+    @classmethod
     def find(cls, start: Path) -> Workspace:
         """The nearest folder at or above `start` that holds a raytsystem.toml."""
         start = start.resolve()
