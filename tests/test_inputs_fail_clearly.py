@@ -293,12 +293,18 @@ def test_a_folder_without_raytsystem_toml_is_no_workspace(
     assert sorted(p.name for p in folder.iterdir()) == ["notes.md"], "only init makes a workspace"
 
 
-@xfail("usage_error: No such option '--workspace', without saying where it goes")
 def test_a_global_option_after_the_command_says_where_it_goes(ws: Path) -> None:
     result = cli(ws, "status", "--workspace", str(ws))
     no_internal_error(result)
     assert result.code == 2
     assert "before the command" in result.stderr, result.stderr
+    assert "raytsystem --workspace ... status" in result.stderr, result.stderr
+
+
+def test_an_unknown_option_after_the_command_gets_no_placement_hint(ws: Path) -> None:
+    result = cli(ws, "status", "--no-such-thing")
+    assert result.code == 2
+    assert "No such option" in result.stderr and "global" not in result.stderr, result.stderr
 
 
 # --- serve -----------------------------------------------------------------------------------

@@ -444,6 +444,20 @@ def _end_process(exc: SystemExit) -> NoReturn:
     os._exit(status)
 
 
+def _placed_option_hint(exc: click.NoSuchOption) -> str:
+    """click's message, and where the option goes if it is one of the group's (global)
+    options given after the command."""
+    message = exc.format_message()
+    name = exc.option_name
+    if not any(name in (*p.opts, *p.secondary_opts) for p in cli.params):
+        return message
+    command = exc.ctx.command_path.split(" ", 1)[-1] if exc.ctx is not None else "COMMAND"
+    return (
+        f"{message.rstrip('.')}. {name} is a global option: it goes before the command, as in "
+        f"`raytsystem {name} ... {command}`"
+    )
+
+
 def _main(args: list[str]) -> None:
     as_json = _wants_json(args)
     try:
@@ -452,6 +466,8 @@ def _main(args: list[str]) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
+    except click.NoSuchOption as exc:
+        _fail(UsageError(_placed_option_hint(exc)), as_json, exc.exit_code)
     except click.ClickException as exc:
         _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
     except KeyboardInterrupt:
