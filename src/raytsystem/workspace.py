@@ -62,6 +62,17 @@ def is_note(path: str) -> bool:
 _PLAIN: Final = re.compile(r"[\w-][\w.-]*(?:/[\w-][\w.-]*)*", re.ASCII)
 
 
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+
+
+def shown_path(path: str) -> str:
+    """A path as it can be shown and stored: a byte of its name that is no UTF-8 (which
+    Python holds as a surrogate escape) written as `\\xff`."""
+    if not _UNDECODED.search(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def check_rel_path(path: str) -> str:
     """Validate a workspace-relative path and return its canonical (NFC, POSIX) form."""
     if _PLAIN.fullmatch(path) and path.partition("/")[0] not in _RESERVED_TOP:
@@ -70,6 +81,10 @@ def check_rel_path(path: str) -> str:
         raise PathRefused(path, "empty, or starts or ends with whitespace")
     if _CONTROL.search(path):
         raise PathRefused(path, "contains control characters")
+    if _UNDECODED.search(path):
+        # Bytes that are no UTF-8, as the file system hands them over (surrogate escapes): no
+        # path of the ledger, no JSON and no terminal can carry them as they are.
+        raise PathRefused(shown_path(path), "its name is not valid UTF-8")
     if path.startswith("/") or _DRIVE.match(path):
         raise PathRefused(path, "absolute paths are not workspace-relative")
     if "\\" in path:
@@ -240,9 +255,9 @@ class Workspace:
                     disk, kept_disk = kept_disk, disk
                 refusals.append(
                     Refusal(
-                        rel,
+                        shown_path(rel),
                         "path_collision",
-                        f"{_shown(disk, self.root)} is {rel} once NFC-normalized, as "
+                        f"{_shown(disk, self.root)} is {shown_path(rel)} once NFC-normalized, as "
                         f"{_shown(kept_disk, self.root)} is, which is ingested instead",
                     )
                 )
@@ -321,7 +336,7 @@ class Workspace:
                 elif not _inside(Path(entry.path), real_root):
                     refusals.append(
                         Refusal(
-                            unicodedata.normalize("NFC", rel),
+                            shown_path(unicodedata.normalize("NFC", rel)),
                             "symlink_outside",
                             "symlinked folder leaves the workspace",
                         )
@@ -335,7 +350,7 @@ class Workspace:
         try:
             canonical = check_rel_path(rel)
         except PathRefused as exc:
-            return Refusal(rel, "path_refused", exc.reason)
+            return Refusal(shown_path(rel), "path_refused", exc.reason)
         if not self.selected(canonical):
             if explicit:
                 return Refusal(canonical, "not_selected", "not matched by the include globs")
@@ -379,7 +394,7 @@ def _inside(path: Path, real_root: Path) -> bool:
 
 def _shown(disk: str, root: Path) -> str:
     """A path on disk as the user knows it: relative to the workspace, exact (not NFC)."""
-    return os.path.relpath(disk, root).replace(os.sep, "/")
+    return shown_path(os.path.relpath(disk, root).replace(os.sep, "/"))
 
 
 def init_workspace(root: Path) -> tuple[Workspace, list[str]]:
