@@ -29,8 +29,10 @@ from .db_meta import (
     ID_SCHEME_SQL,
     SCHEMA_HEAD,
     SCHEMA_REVISIONS,
+    cannot_open,
     recorded_id_scheme,
 )
+from .reader import sqlite_path
 
 INSERT_CHUNK = 5000  # rows per executemany
 
@@ -146,10 +148,15 @@ def insert_rows(
         conn.exec_driver_sql(sql, list(rows[i : i + INSERT_CHUNK]))
 
 
-def translate_error(exc: OperationalError) -> DatabaseError | Locked:
+def translate_error(exc: OperationalError, url: str | None = None) -> DatabaseError | Locked:
+    """Ours for an error of the ledger database; `url`: the ledger's, when it was being
+    opened (an embedded one that SQLite cannot open is explained, `cannot_open`)."""
     message = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in message or "busy" in message:
         return Locked(f"the ledger database is locked by another process: {message}")
+    path = sqlite_path(url) if url is not None else None
+    if path is not None and "unable to open database file" in message:
+        return DatabaseError(cannot_open(path, message))
     return DatabaseError(f"ledger database error: {message}")
 
 
@@ -185,7 +192,7 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
             current = schema_revision(conn)
             recorded = _recorded_scheme(conn) if current == SCHEMA_HEAD else None
     except OperationalError as exc:
-        raise translate_error(exc) from exc
+        raise translate_error(exc, url) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise DatabaseError(f"cannot open the ledger at {redact(url)}: {exc}") from exc
     if current is not None and current not in SCHEMA_REVISIONS:

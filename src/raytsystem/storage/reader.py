@@ -21,6 +21,7 @@ from .db_meta import (
     ID_SCHEME_SQL,
     SCHEMA_HEAD,
     SCHEMA_REVISIONS,
+    cannot_open,
     recorded_id_scheme,
 )
 
@@ -62,6 +63,7 @@ class SqliteReader:
     dialect = "sqlite"
 
     def __init__(self, path: str) -> None:
+        self._path = path
         try:
             self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -86,7 +88,9 @@ class SqliteReader:
     def _check_schema(self) -> None:
         try:
             row = self._conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise DatabaseError(cannot_open(self._path, exc)) from exc
             row = None
         current = row[0] if row else None
         if current is None:
