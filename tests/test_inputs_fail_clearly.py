@@ -186,7 +186,6 @@ def test_a_huge_max_file_bytes_is_a_config_error(ws: Path) -> None:
     ],
     ids=["include-nothing", "exclude-everything"],
 )
-@xfail("a generation with 0 sources is made silently")
 def test_a_selection_of_nothing_makes_no_empty_generation(ws: Path, old: str, new: str) -> None:
     config = ws / "raytsystem.toml"
     text = config.read_text()
@@ -197,11 +196,24 @@ def test_a_selection_of_nothing_makes_no_empty_generation(ws: Path, old: str, ne
     if result.code == 0:
         report = result.json()
         assert report["created"] is False and report["generation"]["number"] == 1, report
-        assert report["findings"], "dropping every source says so"
+        assert "nothing_selected" in {f["code"] for f in report["findings"]}, report
     generations = cli(ws, "generations", "--json").json()
     assert [g["number"] for g in generations] == [1]
     answer = cli(ws, "query", "refunds business days", "--json")
     assert answer.code == 0 and answer.json()["status"] == "answered"
+
+
+def test_allow_empty_makes_a_generation_without_sources(ws: Path) -> None:
+    config = ws / "raytsystem.toml"
+    config.write_text(
+        config.read_text().replace('exclude = ["ops/reviews/**"]', 'exclude = ["**"]')
+    )
+    result = cli(ws, "ingest", "--allow-empty", "--json")
+    assert result.code == 0, result.stdout
+    report = result.json()
+    assert report["created"] is True and report["generation"]["number"] == 2, report
+    assert "nothing_selected" not in {f["code"] for f in report["findings"]}
+    assert cli(ws, "query", "refunds business days", "--json").json()["status"] == "gap"
 
 
 # --- the ledger ------------------------------------------------------------------------------

@@ -168,15 +168,22 @@ class Session:
         jobs: int | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         progress: Progress | None = None,
+        allow_empty: bool = False,
     ) -> IngestReport:
         """Ingest the workspace (or only `paths`) and make the next generation if anything
-        changed."""
+        changed; one that drops every source only with `allow_empty`."""
         from .pipeline.ingest import ingest
 
         scope = [self.workspace_path(p) for p in paths]
         ledger = self.ledger(create=True)
         return ingest(
-            self.ws, ledger, scope, jobs=jobs, lock_timeout=lock_timeout, progress=progress
+            self.ws,
+            ledger,
+            scope,
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            progress=progress,
+            allow_empty=allow_empty,
         )
 
     def review(

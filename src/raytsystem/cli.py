@@ -119,18 +119,34 @@ def init(app: App, folder: Path | None, as_json: bool) -> None:
     type=click.IntRange(1, 64),
     help="Processes that parse files, the writer included (default: cores, at most 8).",
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Make the new generation even if it drops every source (no file left selected).",
+)
 @lock_timeout_option
 @json_option
 @click.pass_obj
 def ingest(
-    app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool
+    app: App,
+    paths: tuple[str, ...],
+    jobs: int | None,
+    allow_empty: bool,
+    lock_timeout: float,
+    as_json: bool,
 ) -> None:
     """Ingest the workspace (or only PATHS) and make a new generation if anything changed."""
     from .progress import progress_for
 
     session = app.session
     with progress_for("ingest", enabled=not as_json) as progress:
-        report = session.ingest(paths, jobs=jobs, lock_timeout=lock_timeout, progress=progress)
+        report = session.ingest(
+            paths,
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            progress=progress,
+            allow_empty=allow_empty,
+        )
     emit(report.to_json(), as_json, lambda: render.ingest(report))
 
 
