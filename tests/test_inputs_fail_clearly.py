@@ -529,13 +529,7 @@ def _read_replies(
     "close_at_once",
     [
         False,
-        pytest.param(
-            True,
-            marks=xfail(
-                "only the initialize reply comes out: the call's reply is lost when stdin closes right "
-                "after it"
-            ),
-        ),
+        True,
     ],
     ids=["stdin-open", "stdin-closed-at-once"],
 )
