@@ -432,7 +432,8 @@ def _save_stat_cache(
     entries = [
         (c.path, c.stat, rev)
         for c in scan.candidates
-        if (rev := _cached_revision(c.path, run.active, run.changed))
+        if c.path not in run.kept_paths  # read again next time: it may be good again
+        and (rev := _cached_revision(c.path, run.active, run.changed))
     ]
     cache.save(
         current.hash if current else None,
