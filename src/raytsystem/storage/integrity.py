@@ -483,15 +483,19 @@ class StateEvidenceProblem(NamedTuple):
 
 # The evidence IDs of every claim state, each with the evidence row it names, where there is
 # none or it is another claim's. A JSON array is no foreign key, so neither database checks
-# these. PostgreSQL casts only texts that are arrays of plain strings (no escape, no control
-# character: always valid JSON): a cast that failed would end the transaction, and
-# `verify_rows.check_claims` reports the rest.
+# these. A text that is no JSON array is read as an empty one (a CASE, which SQLite evaluates
+# in order: json_each and json_type raise on malformed JSON). PostgreSQL casts only texts that
+# are arrays of plain strings (no escape, no control character: always valid JSON): a cast
+# that failed would end the transaction. `verify_rows.check_claims` reports the rest.
 _STATE_EVIDENCE_SQLITE = """
     SELECT cs.id, cs.claim_id, j.value, e.claim_id
-    FROM claim_states cs, json_each(cs.evidence_ids) j
+    FROM claim_states cs, json_each(
+        CASE WHEN NOT json_valid(cs.evidence_ids) THEN '[]'
+             WHEN json_type(cs.evidence_ids) <> 'array' THEN '[]'
+             ELSE cs.evidence_ids END
+    ) j
     LEFT JOIN evidence e ON e.id = j.value
-    WHERE json_valid(cs.evidence_ids) AND json_type(cs.evidence_ids) = 'array'
-      AND (e.id IS NULL OR e.claim_id <> cs.claim_id)
+    WHERE e.id IS NULL OR e.claim_id <> cs.claim_id
     ORDER BY cs.id
     LIMIT :limit"""
 _STATE_EVIDENCE_POSTGRESQL = r"""
