@@ -353,6 +353,8 @@ def test_server_accepts_loopback_names_and_only_get(served: tuple[str, FakeApi])
         assert json.loads(body)["error"]["code"] == "method_not_allowed"
     assert host_is_loopback("127.8.9.10:1") and not host_is_loopback(None)
     assert not host_is_loopback("[::1]x") and not host_is_loopback("localhost.evil.example")
+    for host in ("127.0.0.1:80@evil.example", "[::1]:80@evil.example", "localhost:", "[::1]:"):
+        assert not host_is_loopback(host), host
 
 
 # ----------------------------------------------------------------------------- the CLI

@@ -218,6 +218,15 @@ ON_EITHER_BACKEND = {
         "WHERE id = (SELECT min(id) FROM claim_states WHERE status = 'confirmed')",
         {"claim_hash_mismatch"},
     ),
+    # A claim state's evidence IDs are a JSON array: no foreign key checks them.
+    "evidence a claim state lists, deleted": (
+        "DELETE FROM evidence WHERE id = (SELECT min(id) FROM evidence WHERE role = 'statement')",
+        {"dangling_reference"},
+    ),
+    "claim state's evidence IDs not JSON": (
+        "UPDATE claim_states SET evidence_ids = '[\"evd_' WHERE id = (SELECT min(id) FROM claim_states)",
+        {"claim_hash_mismatch"},
+    ),
 }
 
 

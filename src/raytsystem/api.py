@@ -92,7 +92,7 @@ class Session:
     ) -> Session:
         """The workspace at `workspace`, or the nearest one at or above `cwd`."""
         here = cwd or Path.cwd()
-        ws = Workspace.open(here / workspace) if workspace else Workspace.find(here)
+        ws = Workspace.named(here / workspace) if workspace else Workspace.find(here)
         return cls(ws, database_url, cwd=here)
 
     @classmethod
@@ -168,15 +168,22 @@ class Session:
         jobs: int | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         progress: Progress | None = None,
+        allow_empty: bool = False,
     ) -> IngestReport:
         """Ingest the workspace (or only `paths`) and make the next generation if anything
-        changed."""
+        changed; one that drops every source only with `allow_empty`."""
         from .pipeline.ingest import ingest
 
         scope = [self.workspace_path(p) for p in paths]
         ledger = self.ledger(create=True)
         return ingest(
-            self.ws, ledger, scope, jobs=jobs, lock_timeout=lock_timeout, progress=progress
+            self.ws,
+            ledger,
+            scope,
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            progress=progress,
+            allow_empty=allow_empty,
         )
 
     def review(

@@ -119,18 +119,34 @@ def init(app: App, folder: Path | None, as_json: bool) -> None:
     type=click.IntRange(1, 64),
     help="Processes that parse files, the writer included (default: cores, at most 8).",
 )
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Make the new generation even if it drops every source (no file left selected).",
+)
 @lock_timeout_option
 @json_option
 @click.pass_obj
 def ingest(
-    app: App, paths: tuple[str, ...], jobs: int | None, lock_timeout: float, as_json: bool
+    app: App,
+    paths: tuple[str, ...],
+    jobs: int | None,
+    allow_empty: bool,
+    lock_timeout: float,
+    as_json: bool,
 ) -> None:
     """Ingest the workspace (or only PATHS) and make a new generation if anything changed."""
     from .progress import progress_for
 
     session = app.session
     with progress_for("ingest", enabled=not as_json) as progress:
-        report = session.ingest(paths, jobs=jobs, lock_timeout=lock_timeout, progress=progress)
+        report = session.ingest(
+            paths,
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            progress=progress,
+            allow_empty=allow_empty,
+        )
     emit(report.to_json(), as_json, lambda: render.ingest(report))
 
 
@@ -445,6 +461,20 @@ def _end_process(exc: SystemExit) -> NoReturn:
     os._exit(status)
 
 
+def _placed_option_hint(exc: click.NoSuchOption) -> str:
+    """click's message, and where the option goes if it is one of the group's (global)
+    options given after the command."""
+    message = exc.format_message()
+    name = exc.option_name
+    if not any(name in (*p.opts, *p.secondary_opts) for p in cli.params):
+        return message
+    command = exc.ctx.command_path.split(" ", 1)[-1] if exc.ctx is not None else "COMMAND"
+    return (
+        f"{message.rstrip('.')}. {name} is a global option: it goes before the command, as in "
+        f"`raytsystem {name} ... {command}`"
+    )
+
+
 def _main(args: list[str]) -> None:
     as_json = _wants_json(args)
     try:
@@ -453,6 +483,8 @@ def _main(args: list[str]) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         _fail(Interrupted("interrupted"), as_json, Interrupted.exit_status)
+    except click.NoSuchOption as exc:
+        _fail(UsageError(_placed_option_hint(exc)), as_json, exc.exit_code)
     except click.ClickException as exc:
         _fail(UsageError(exc.format_message()), as_json, exc.exit_code)
     except KeyboardInterrupt:

@@ -33,6 +33,11 @@ def ingest(report: IngestReport) -> None:
         f"  scanned {report.scanned} files: {report.unchanged} unchanged, "
         f"{report.new_revisions} new revisions ({report.new_sources} new sources), "
         f"{report.removed_sources} removed"
+        + (
+            f", {report.kept_sources} kept at their last revision (see the findings)"
+            if report.kept_sources
+            else ""
+        )
     )
     if report.skipped:
         counts = ", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items()))

@@ -38,6 +38,9 @@ DEFAULT_EXCLUDE: Final = (
     "**/.vscode/**",
 )
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
+# The largest max_file_bytes taken: a file is read whole into memory and split by a worker, and
+# the ingest is held to 1 GiB (ADR 0017); larger made Python's reads overflow (issue 34).
+MOST_FILE_BYTES: Final = 1024 * 1024 * 1024
 DEFAULT_KEEP_INDEXES: Final = 2
 # A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
 # ledgers, and every clone's, keep scheme 1. `raytsystem init` writes the newest (ADR 0030).
@@ -136,7 +139,14 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
         IngestConfig(
             _globs(ingest, "include", DEFAULT_INCLUDE, problems),
             _globs(ingest, "exclude", DEFAULT_EXCLUDE, problems),
-            _integer(ingest, "ingest.max_file_bytes", DEFAULT_MAX_FILE_BYTES, 1, problems),
+            _integer(
+                ingest,
+                "ingest.max_file_bytes",
+                DEFAULT_MAX_FILE_BYTES,
+                1,
+                problems,
+                most=MOST_FILE_BYTES,
+            ),
         ),
         IndexConfig(_integer(index, "index.keep", DEFAULT_KEEP_INDEXES, 1, problems)),
         IdsConfig(scheme),
@@ -172,13 +182,22 @@ def _globs(
 
 
 def _integer(
-    table: dict[str, Any], name: str, default: int, least: int, problems: list[str]
+    table: dict[str, Any],
+    name: str,
+    default: int,
+    least: int,
+    problems: list[str],
+    *,
+    most: int | None = None,
 ) -> int:
     value = table.get(name.rpartition(".")[2], default)
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # `1e7` is how TOML writes a large number briefly
     # bool is an int in Python, never in a config file.
     if isinstance(value, int) and not isinstance(value, bool) and value >= least:
-        return value
+        if most is None or value <= most:
+            return value
+        problems.append(f"{name}: must be at most {most}, not {value}")
+        return default
     problems.append(f"{name}: must be a whole number of at least {least}, not {value!r}")
     return default

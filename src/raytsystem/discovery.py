@@ -22,7 +22,14 @@ from typing import Final
 from .errors import PathRefused
 from .gitignore import NAME as GITIGNORE
 from .gitignore import GitIgnores
-from .workspace import RESERVED_ANY, RESERVED_TOP, Workspace, check_rel_path, glob_regex
+from .workspace import (
+    RESERVED_ANY,
+    RESERVED_TOP,
+    Workspace,
+    check_rel_path,
+    glob_regex,
+    shown_path,
+)
 
 # Formats no adapter reads and that are never text: discovery passes over them without reading
 # them (`unsupported_type`), instead of reporting a binary file on every ingest.
@@ -101,7 +108,7 @@ def _inside(path: Path, real_root: Path) -> bool:
 
 def _shown(disk: str, root: Path) -> str:
     """A path on disk as the user knows it: relative to the workspace, exact (not NFC)."""
-    return os.path.relpath(disk, root).replace(os.sep, "/")
+    return shown_path(os.path.relpath(disk, root).replace(os.sep, "/"))
 
 
 def discover(ws: Workspace, scope: Sequence[str] = ()) -> Iterator[Candidate | Refusal | Skip]:
@@ -145,9 +152,9 @@ class Discovery:
                     disk, kept_disk = kept_disk, disk
                 refusals.append(
                     Refusal(
-                        rel,
+                        shown_path(rel),
                         "path_collision",
-                        f"{_shown(disk, self.ws.root)} is {rel} once NFC-normalized, as "
+                        f"{_shown(disk, self.ws.root)} is {shown_path(rel)} once NFC-normalized, as "
                         f"{_shown(kept_disk, self.ws.root)} is, which is ingested instead",
                     )
                 )
@@ -257,7 +264,7 @@ class Discovery:
                 elif not _inside(Path(entry.path), real_root):
                     refusals.append(
                         Refusal(
-                            unicodedata.normalize("NFC", rel),
+                            shown_path(unicodedata.normalize("NFC", rel)),
                             "symlink_outside",
                             "symlinked folder leaves the workspace",
                         )
@@ -278,7 +285,7 @@ class Discovery:
         try:
             canonical = check_rel_path(rel)
         except PathRefused as exc:
-            return Refusal(rel, "path_refused", exc.reason)
+            return Refusal(shown_path(rel), "path_refused", exc.reason)
         skip = self._skip_reason(canonical, ignores)
         if skip is not None:
             if explicit:

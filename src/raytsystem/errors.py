@@ -14,6 +14,7 @@ Exit statuses (documented in the README):
 from __future__ import annotations
 
 import errno
+import sqlite3
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -120,6 +121,13 @@ class SchemaTooNew(DatabaseError):
     code = "schema_too_new"
 
 
+class DatabaseCorrupt(DatabaseError):
+    """A database file is damaged: the database itself said so while reading it (a page that
+    is not what its B-tree expects, a file that is not a database at all)."""
+
+    code = "database_corrupt"
+
+
 class Locked(RaytError):
     """Another writer holds the workspace lock."""
 
@@ -179,10 +187,69 @@ def out_of_resources(exc: BaseException) -> OutOfResources | None:
     return None
 
 
+# SQLite's primary result codes for a damaged file (an extended code keeps them in its low
+# byte: SQLITE_CORRUPT_INDEX is 779): "database disk image is malformed", "file is not a
+# database".
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_SQLITE_DAMAGE_WORDS = ("malformed", "not a database")
+# PostgreSQL's SQLSTATEs for damaged data: data_corrupted, index_corrupted.
+_PG_DAMAGE_STATES = frozenset({"XX001", "XX002"})
+
+
+def _damage(e: BaseException) -> str | None:
+    """What the database said, if `e` is its report of a damaged file."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return str(e)
+    if isinstance(e, sqlite3.DatabaseError) and any(w in str(e) for w in _SQLITE_DAMAGE_WORDS):
+        return str(e)
+    if getattr(e, "sqlstate", None) in _PG_DAMAGE_STATES:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
+
+
+def database_corrupt(exc: BaseException, *, ledger: bool = False) -> DatabaseCorrupt | None:
+    """The error to report if `exc` came from a damaged database file, anywhere in its chain:
+    SQLite's SQLITE_CORRUPT or SQLITE_NOTADB (or their messages), PostgreSQL's XX001 and XX002,
+    and SQLAlchemy's wrappers of them. The message is the database's own words, never the
+    statement that met the damage (SQLAlchemy's message of a wrapper holds its SQL).
+    `ledger`: the caller knows the file is the ledger."""
+    for e in chain(exc):
+        said = _damage(e)
+        if said is None:
+            continue
+        # SQLAlchemy reaches only the ledger; a bare driver error may be an index file's.
+        ledger = (
+            ledger
+            or isinstance(exc, DatabaseError)
+            or any(type(x).__module__.startswith("sqlalchemy") for x in chain(exc))
+        )
+        if ledger:
+            message = (
+                f"the ledger database is damaged ({said}): nothing read from it can be trusted; "
+                "restore it from a backup (`raytsystem verify` reports what it can still read)"
+            )
+        else:
+            message = (
+                f"a database file is damaged ({said}): `raytsystem verify` names it; an index "
+                "file is made again by `raytsystem index rebuild`, the ledger is restored from "
+                "a backup"
+            )
+        return DatabaseCorrupt(message, said=said)
+    return None
+
+
 def reportable(exc: BaseException) -> RaytError | None:
     """The error to report for `exc`: the disk or the memory running out, anywhere in its chain,
-    whatever it surfaced as (`out_of_resources`); else `exc` itself if it is a RaytError; else
-    None, a bug. The CLI, the MCP server and the Universe server all report through this."""
+    whatever it surfaced as (`out_of_resources`); a damaged database, anywhere in the chain of
+    an error that is not already ours, or of the generic database error (`database_corrupt`);
+    else `exc` itself if it is a RaytError; else None, a bug. The CLI, the MCP server and the
+    Universe server all report through this."""
     if (resource := out_of_resources(exc)) is not None:
         return resource
+    # Our other errors say more (an index file found unreadable is `index_corrupt`).
+    generic = not isinstance(exc, RaytError) or type(exc) is DatabaseError
+    if generic and (damaged := database_corrupt(exc)) is not None:
+        return damaged
     return exc if isinstance(exc, RaytError) else None

@@ -14,8 +14,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from . import __version__
 from .api import Session
@@ -92,4 +96,60 @@ def build_server(session: Session) -> MCPServer:
 
 
 def run_stdio(session: Session) -> None:
-    build_server(session).run("stdio")
+    anyio.run(_serve_stdio, build_server(session))
+
+
+async def _serve_stdio(server: MCPServer) -> None:
+    """The SDK's stdio transport, with the end of stdin held back until every request read
+    before it has its reply: a client that sends its calls and closes stdin at once (a pipe,
+    a script) gets every reply. The SDK alone ends the session at the end of stdin, and a
+    call still running then was cancelled and its reply lost.
+
+    Requests read are counted out as their replies are written; one the client cancels
+    (`notifications/cancelled`) is not waited for. `_lowlevel_server` is the SDK's own
+    server under `MCPServer` (no public name; mcp is pinned in uv.lock)."""
+    lowlevel = server._lowlevel_server
+    waiting: set[Any] = set()
+    answered = anyio.Condition()
+    to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    to_client, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+
+    async def settle(request_id: Any) -> None:
+        async with answered:
+            waiting.discard(request_id)
+            answered.notify_all()
+
+    async def pump_in(stdin: Any) -> None:
+        async with to_server:
+            async for item in stdin:
+                if isinstance(item, SessionMessage):
+                    message = item.message
+                    if isinstance(message, JSONRPCRequest):
+                        waiting.add(message.id)
+                    elif (
+                        isinstance(message, JSONRPCNotification)
+                        and message.method == "notifications/cancelled"
+                    ):
+                        await settle((message.params or {}).get("requestId"))
+                await to_server.send(item)
+            async with answered:
+                while waiting:
+                    await answered.wait()
+
+    written = anyio.Event()
+
+    async def pump_out(stdout: Any) -> None:
+        # Closing the transport's stdout when the server's replies end lets it finish.
+        async with from_server, stdout:
+            async for item in from_server:
+                await stdout.send(item)
+                if isinstance(item.message, JSONRPCResponse | JSONRPCError):
+                    await settle(item.message.id)
+        written.set()
+
+    async with stdio_server() as (stdin, stdout), anyio.create_task_group() as tasks:
+        tasks.start_soon(pump_in, stdin)
+        tasks.start_soon(pump_out, stdout)
+        await lowlevel.run(from_client, to_client, lowlevel.create_initialization_options())
+        await written.wait()  # every reply out (the server closed its side when it ended)
+        tasks.cancel_scope.cancel()  # stdin, if the server ended before it did

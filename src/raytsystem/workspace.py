@@ -63,6 +63,17 @@ def is_note(path: str) -> bool:
 _PLAIN: Final = re.compile(r"[\w-][\w.-]*(?:/[\w-][\w.-]*)*", re.ASCII)
 
 
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+
+
+def shown_path(path: str) -> str:
+    """A path as it can be shown and stored: a byte of its name that is no UTF-8 (which
+    Python holds as a surrogate escape) written as `\\xff`."""
+    if not _UNDECODED.search(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def check_rel_path(path: str) -> str:
     """Validate a workspace-relative path and return its canonical (NFC, POSIX) form."""
     if _PLAIN.fullmatch(path) and path.partition("/")[0] not in RESERVED_TOP:
@@ -71,6 +82,10 @@ def check_rel_path(path: str) -> str:
         raise PathRefused(path, "empty, or starts or ends with whitespace")
     if _CONTROL.search(path):
         raise PathRefused(path, "contains control characters")
+    if _UNDECODED.search(path):
+        # Bytes that are no UTF-8, as the file system hands them over (surrogate escapes): no
+        # path of the ledger, no JSON and no terminal can carry them as they are.
+        raise PathRefused(shown_path(path), "its name is not valid UTF-8")
     if path.startswith("/") or _DRIVE.match(path):
         raise PathRefused(path, "absolute paths are not workspace-relative")
     if "\\" in path:
@@ -127,6 +142,22 @@ class Workspace:
     def config(self) -> Config:
         # Loaded on first use: the read commands (query, search, show) never need it.
         return load_config(self.root)
+
+    @classmethod
+    def named(cls, root: Path) -> Workspace:
+        """The workspace a user named (`--workspace`): a folder that holds a raytsystem.toml.
+        Only `init` makes one, so a folder without it is refused before anything is made."""
+        root = root.resolve()
+        if not root.is_dir():
+            what = "is not a folder" if root.exists() else "does not exist"
+            raise WorkspaceError(f"the workspace {root} {what}", code="workspace_not_found")
+        if not (root / CONFIG_NAME).is_file():
+            raise WorkspaceError(
+                f"{root} is no workspace: it holds no {CONFIG_NAME} "
+                f"(run `raytsystem init {root}` to make it one)",
+                code="workspace_not_found",
+            )
+        return cls.open(root)
 
     @classmethod
     def find(cls, start: Path) -> Workspace:

@@ -23,6 +23,7 @@ from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
 from ..storage import chains
 from ..storage.blobs import BlobStore
 from ..storage.reader import Reader
+from ..storage.states import read_state_evidence
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class _Rows:
         states = chains.claim_states(reader, claim_ids, number)
         claims = chains.claims(reader, claim_ids)
         evidence = chains.evidence(
-            reader, [e for s in states.values() for e in json.loads(s.evidence_ids)]
+            reader, [e for s in states.values() for e in read_state_evidence(s.evidence_ids) or ()]
         )
         segments = chains.segments(reader, [e.segment_id for e in evidence.values()])
         norms = chains.normalizations(reader, [s.normalization_id for s in segments.values()])
@@ -197,7 +198,11 @@ class Checker:
         state, row = rows.states.get(cid), rows.claims.get(cid)
         if state is None or row is None:
             return Problem("not_a_member", cid, f"claim {cid} is not active in generation {number}")
-        ev_ids = json.loads(state.evidence_ids)
+        ev_ids = read_state_evidence(state.evidence_ids)
+        if ev_ids is None:
+            return Problem(
+                "ledger_mismatch", cid, f"claim {cid}: its evidence IDs are not a JSON array"
+            )
         if self.ids.claim_id(row.source_id, row.authority, row.statement, row.occurrence) != cid:
             return Problem("ledger_mismatch", cid, f"claim {cid}: its row no longer derives its ID")
         recorded = state.claim_hash

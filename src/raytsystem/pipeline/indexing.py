@@ -22,6 +22,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection
 
 from .. import faults
+from ..errors import IntegrityError
 from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
 from ..model.terms import term_text
@@ -271,6 +272,7 @@ def index_rows(
     segments = ledger_sources.segments_for_index(conn, norm_ids)
     confirmed = [c for s in sources for c in s.claims if c.status == "confirmed"]
     statements = ledger_sources.claim_texts(conn, (c.claim_id for c in confirmed))
+    _require_claims(confirmed, statements)
     located = ledger_sources.statement_places(conn, (e for c in confirmed for e in c.evidence_ids))
 
     out: dict[str, list[Row]] = {}
@@ -300,6 +302,19 @@ def index_rows(
             source.source_id, source.path, norm_id, facts, claims, analyzer
         )
     return out
+
+
+def _require_claims(confirmed: Sequence[ClaimState], statements: Mapping[str, object]) -> None:
+    """Every confirmed claim state's claim is in the ledger: a row cannot be made of a
+    statement that is not there (a damaged or edited ledger: `verify` names the reference)."""
+    missing = sorted({c.claim_id for c in confirmed} - statements.keys())
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise IntegrityError(
+            f"claim {missing[0]}{more} is active and confirmed, but the ledger has no row of it",
+            code="ledger_mismatch",
+            claim_ids=missing[:10],
+        )
 
 
 SOURCES_PER_STEP = 500  # sources read back from the ledger at a time by a whole-index pass

@@ -69,9 +69,11 @@ def ingest(
     jobs: int | None = None,
     lock_timeout: float = 30.0,
     progress: Progress | None = None,
+    allow_empty: bool = False,
 ) -> IngestReport:
     """Ingest the workspace (or the paths of `scope`) and make the next generation if
-    anything changed; the report says what was done."""
+    anything changed; the report says what was done. A generation that would drop every
+    source of its parent is made only with `allow_empty` (`_finish`)."""
     started = time.monotonic()
     jobs = jobs or min(os.cpu_count() or 1, 8)
     blobs = DiskBlobStore(ws.raw_dir)
@@ -96,7 +98,7 @@ def ingest(
             with run.settling_index():
                 stage.commit()  # the manual layer reads the ledger on connections of its own
             faults.point("ingest.after_normalize")
-            generation = _finish(run, started)
+            generation = _finish(run, started, allow_empty=allow_empty)
         except BaseException:
             run.abandon_index()
             raise
@@ -229,8 +231,12 @@ def _tasks(run: Run, scan: _Scan, cache: StatCache, staging_dir: str) -> list[Fi
     return tasks
 
 
-def _finish(run: Run, started: float) -> generations.GenerationRef | None:
-    """Manual layer, then the new generation if anything changed (None if nothing did)."""
+def _finish(
+    run: Run, started: float, *, allow_empty: bool = False
+) -> generations.GenerationRef | None:
+    """Manual layer, then the new generation if anything changed (None if nothing did, or
+    if it would drop every source of a parent that has some and `allow_empty` is not set:
+    a selection that selects nothing is far likelier a slip than a wish)."""
     removed = {run.active[p].source_id for p in run.removed_paths} - set(run.states)
     _resolve_notes(run, removed)
     _count_new(run)
@@ -239,6 +245,19 @@ def _finish(run: Run, started: float) -> generations.GenerationRef | None:
         sid: s for sid, s in run.states.items() if sid not in by_id or by_id[sid].digest != s.digest
     }
     if not differing and not removed:
+        _keep_the_parent(run, started)
+        return None
+    if not allow_empty and by_id and not differing and removed >= set(by_id):
+        run.report.findings.append(
+            Finding(
+                "nothing_selected",
+                run.ws.root.name,
+                f"no file is left to ingest, and every one of the {len(by_id)} sources of "
+                f"generation {run.parent.number if run.parent else 0} would be removed: no "
+                "generation is made (check include and exclude in raytsystem.toml; "
+                "`raytsystem ingest --allow-empty` makes it)",
+            )
+        )
         _keep_the_parent(run, started)
         return None
     run.index.delete(sorted(removed))
@@ -432,7 +451,8 @@ def _save_stat_cache(
     entries = [
         (c.path, c.stat, rev)
         for c in scan.candidates
-        if (rev := _cached_revision(c.path, run.active, run.changed))
+        if c.path not in run.kept_paths  # read again next time: it may be good again
+        and (rev := _cached_revision(c.path, run.active, run.changed))
     ]
     cache.save(
         current.hash if current else None,

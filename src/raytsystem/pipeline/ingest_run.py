@@ -10,6 +10,7 @@ memory follows a batch, not the workspace.
 from __future__ import annotations
 
 import contextlib
+import posixpath
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from .. import faults
 from ..errors import RaytError
+from ..model.adapters.base import MEDIA_TYPES
 from ..model.generation import SourceState
 from ..model.objects import source_id_for
 from ..model.text import Finding
@@ -50,6 +52,9 @@ class IngestReport:
     new_revisions: int = 0
     new_sources: int = 0
     removed_sources: int = 0
+    # Sources whose file could not be ingested this time (a finding says why): their last
+    # good revision stays active.
+    kept_sources: int = 0
     claims_added: int = 0
     claims_removed: int = 0
     claims_changed: int = 0  # same claim, new status or evidence
@@ -74,6 +79,7 @@ class IngestReport:
                 "new_revisions": self.new_revisions,
                 "new_sources": self.new_sources,
                 "removed_sources": self.removed_sources,
+                "kept_sources": self.kept_sources,
                 "claims_added": self.claims_added,
                 "claims_removed": self.claims_removed,
                 "claims_changed": self.claims_changed,
@@ -115,6 +121,9 @@ class Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, KeptFile] = field(default_factory=dict)
     removed_paths: list[str] = field(default_factory=list)
+    # Sources whose file was found but could not be ingested (too large, not text, unreadable):
+    # their last revision stays active, and the stat cache must not vouch for the file.
+    kept_paths: set[str] = field(default_factory=set)
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     parent_index: Path | None = None  # the parent generation's index file
     parent_index_usable: bool = False  # it is there and records the parent (`index_file.usable`)
@@ -186,16 +195,25 @@ class Run:
 
     def _count(self, r: FileResult) -> None:
         self.report.bytes_read += r.size
-        if r.finding and r.finding.code == "binary_file" and r.path not in self.active:
-            # a file of no known format that is not text: passed over like an image, counted
+        if r.finding and r.finding.code == "binary_file" and self._unnamed(r.path):
+            # a file whose name gives no format and that is not text: passed over like an
+            # image, and counted (a `.md` that is not text, or a source that turned binary,
+            # is a finding)
             self.report.skipped["binary_file"] = self.report.skipped.get("binary_file", 0) + 1
         elif r.finding:
             self.report.findings.append(r.finding)
         self.report.findings.extend(r.findings)
         if r.outcome == "unchanged":
             self.report.unchanged += 1
-        elif r.outcome == "skipped" and r.path in self.active:
-            self.removed_paths.append(r.path)  # its content can no longer be ingested
+        elif r.outcome in ("skipped", "unreadable") and r.path in self.active:
+            # The file is there: its source is removed only when it is gone or deselected.
+            # Until its bytes can be ingested again, its last good revision stays active.
+            self.kept_paths.add(r.path)
+            self.report.kept_sources += 1
+
+    def _unnamed(self, path: str) -> bool:
+        suffix = posixpath.splitext(path)[1].lower()
+        return suffix not in MEDIA_TYPES and suffix != ".txt" and path not in self.active
 
     def index_unchanged_sources(self, skip: set[str]) -> None:
         """Without a usable parent index, the new index needs the unchanged sources' rows

@@ -9,6 +9,7 @@ from ..errors import NotFound, UsageError
 from ..ids import parse_id
 from ..storage import generations, reviews, views
 from ..storage.blobs import BlobStore
+from ..storage.states import state_evidence_of
 from ..workspace import check_rel_path
 
 if TYPE_CHECKING:
@@ -184,13 +185,13 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
 def _claim(conn: Connection, blobs: BlobStore, claim_id: str) -> dict[str, Any]:
     """A claim with all its states up to the head, and each of its evidence with its chain."""
     claim = _found(views.claim(conn, claim_id), claim_id)
-    states = [
+    states: list[dict[str, Any]] = [
         {
             "from_generation": r.gen_from,
             "to_generation": r.gen_to,
             "status": r.status,
             "claim_hash": r.claim_hash,
-            "evidence_ids": json.loads(r.evidence_ids),
+            "evidence_ids": state_evidence_of(f"a state of claim {claim_id}", r.evidence_ids),
         }
         for r in views.claim_states_of(conn, claim["source_id"], claim_id, _head_number(conn))
     ]

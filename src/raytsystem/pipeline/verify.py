@@ -2,25 +2,30 @@
 
 1. Every blob in `_raw/` is re-hashed with BLAKE3 (shard folders and packs spread over worker
    processes); stray temp files are reported.
-2. Every ledger row re-derives its ID from its content; every revision's blob exists; every
+2. The ledger file's structure is checked by SQLite itself (`PRAGMA quick_check`), and its
+   settings are there.
+3. Every ledger row re-derives its ID from its content; every revision's blob exists; every
    normalization's text blob exists, every segment's text and every evidence excerpt hashes to
    its recorded SHA-256; every claim state's hash is recomputed; every reference between rows
-   leads to a row.
-3. Generations are replayed in order: each source state's digest is recomputed from the claims
+   leads to a row; the fields no ID covers match what they describe.
+4. Generations are replayed in order: each source state's digest is recomputed from the claims
    active with it, each manifest from the active source digests, each generation hash from
-   (number, parent, manifest), and each parent link and the head are checked.
-4. Every index file is checked against its own records (per-source row digests) and against its
+   (number, parent, manifest), each generation's counts and summary; each parent link and the
+   head are checked.
+5. Every index file is checked against its own records (per-source row digests) and against its
    generation; the current generation's index is also compared with rows derived afresh from
-   the ledger.
+   the ledger; the spare too, and what writers left in the folder.
 
-Step 2 is `verify_rows.py`, step 3 `verify_generations.py`; what they read, `storage/integrity.py`.
+Step 2 is `verify_structure.py`, step 3 `verify_rows.py` (and `verify_fields.py`), step 4
+`verify_generations.py`, step 5 `verify_indexes.py`; what they read, `storage/integrity.py`.
 Findings carry a code and severity (`verify_report.py`); `ok` is false when any finding is an
-error or warning.
+error or warning. A damaged page met while reading the ledger stops the checks that read it,
+and the report says so (`verify_structure.stops_at_damage`).
 
 Memory follows the largest unit checked, not the workspace: rows are streamed, segments and
 evidence one normalization at a time, claim states one generation's changed sources at a time,
 index rows one source (or 500 sources, derived from the ledger) at a time. What is held whole is
-small per source: the normalizations, the source states, the blob addresses.
+small per source: the normalizations, the source states, the blob addresses and sizes.
 """
 
 from __future__ import annotations
@@ -34,19 +39,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import faults
-from ..errors import BlobMissing, ChecksumMismatch
 from ..ids import IdScheme
 from ..model.objects import chain_ids
 from ..progress import Progress
-from ..storage import generations, index_file, index_folder, integrity
 from ..storage.addresses import ALGORITHM
 from ..storage.blobs import DiskBlobStore
 from ..storage.packs import PACKS
 from ..syscalls import start_helper
-from .indexing import generation_digest
 from .verify_generations import check_generations
+from .verify_indexes import check_indexes
 from .verify_report import VerifyReport
 from .verify_rows import CLAIMS_HELPER_FROM, check_ledger, check_references, claims_checked_beside
+from .verify_structure import check_settings, check_structure, stops_at_damage
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -54,16 +58,18 @@ if TYPE_CHECKING:
 HASH_JOBS = 8  # processes re-hashing blobs (check_blobs)
 
 
-def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress | None) -> set[str]:
+def check_blobs(
+    store: DiskBlobStore, report: VerifyReport, progress: Progress | None
+) -> dict[str, int]:
     """Re-hash every blob; shards and packs are spread over worker processes when there are
-    many."""
+    many. Returns the size of each blob that hashes to its address."""
     started = time.perf_counter()
     units = store.hash_units()
     # More processes than cores: blobs not in the page cache are read from the disk, and more
     # reads in flight read faster (50,000 files' 577 MB from a cold cache: 63 MB/s with 2
     # processes, 125 MB/s with 8; from a warm one 8 cost nothing against 2 on 2 cores).
     jobs = HASH_JOBS if (os.cpu_count() or 1) > 1 else 1
-    present = set()
+    present: dict[str, int] = {}
     count = 0
     with contextlib.ExitStack() as stack:
         if jobs > 1 and len(units) > 16:
@@ -95,7 +101,7 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
                         "error", "blob_corrupt", address, f"blob {address} hashes to {got}{where}"
                     )
                 else:
-                    present.add(address)
+                    present[address] = size
             if progress:
                 progress("hash blobs (shards and packs)", done, len(units), report.raw_bytes)
     report.hash_seconds = time.perf_counter() - started
@@ -110,106 +116,6 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
     return present
 
 
-def check_indexes(
-    conn: Connection,
-    store: DiskBlobStore,
-    index_dir: Path,
-    current: generations.GenerationRef | None,
-    report: VerifyReport,
-    progress: Progress | None = None,
-) -> None:
-    known = {g.hash: g for g in generations.generations(conn)}
-    # Generations' index files only: a `.building-*` file is an ingest's work in progress.
-    files = sorted(index_folder.index_files(index_dir)) if index_dir.is_dir() else []
-    seen = set()
-    for path in files:
-        if not path.exists():
-            continue  # pruned or taken as a spare by an ingest since the listing
-        report.counts["indexes"] += 1
-        checked = integrity.check_index_file(path)
-        gen = _check_index(path, checked, index_dir, known, report)
-        if gen is None:
-            continue
-        seen.add(gen.hash)
-        if current is not None and gen.hash == current.hash:
-            recorded = checked.meta.get("rows_digest")
-            _compare_with_ledger(conn, store, gen, path, recorded, report, progress)
-    if current is not None and current.hash not in seen:
-        report.add(
-            "warning",
-            "index_missing",
-            current.hash,
-            "the current generation has no index: run `raytsystem index rebuild`",
-        )
-
-
-def _check_index(
-    path: Path,
-    checked: integrity.IndexFileCheck,
-    index_dir: Path,
-    known: dict[str, generations.GenerationRef],
-    report: VerifyReport,
-) -> generations.GenerationRef | None:
-    """Check an index file against its own records; return the generation it is the index of,
-    or None when it is none (unreadable, of another format, or not matching the ledger)."""
-    if checked.unreadable is not None:
-        report.add("error", "index_corrupt", path.name, checked.unreadable)
-        return None
-    meta = checked.meta
-    if not checked.current_format:
-        # Derived data another raytsystem wrote: queries refuse it, rebuilding replaces it.
-        number = index_file.index_number(path)
-        report.add(
-            "warning",
-            "index_format",
-            path.name,
-            f"written in index format {meta.get('format')}, this raytsystem reads "
-            f"{index_file.FORMAT}: run `raytsystem index rebuild {number}`",
-        )
-        return None
-    gen = known.get(meta.get("generation_hash", ""))
-    if gen is None or index_file.index_path(index_dir, gen.number, gen.hash) != path:
-        report.add(
-            "error",
-            "index_mismatch",
-            path.name,
-            "records a generation that does not match its file name or the ledger",
-        )
-        return None
-    for problem in checked.problems:
-        report.add("error", "index_mismatch", path.name, problem)
-    return gen
-
-
-def _compare_with_ledger(
-    conn: Connection,
-    store: DiskBlobStore,
-    gen: generations.GenerationRef,
-    path: Path,
-    recorded: str | None,
-    report: VerifyReport,
-    progress: Progress | None,
-) -> None:
-    """The rows digest the index at `path` records, against the one the ledger derives."""
-    try:
-        derived = generation_digest(conn, store, gen, progress)
-    except (BlobMissing, ChecksumMismatch) as exc:  # a normalized text: reported above
-        report.add(
-            "warning",
-            "index_unchecked",
-            path.name,
-            f"its rows cannot be derived to compare: {exc}",
-        )
-        return
-    if derived != recorded:
-        report.add(
-            "error",
-            "index_mismatch",
-            path.name,
-            "its rows differ from the rows the ledger derives for this generation",
-        )
-
-
 def verify(
     conn: Connection,
     ids: IdScheme,
@@ -218,16 +124,29 @@ def verify(
     *,
     progress: Progress | None = None,
     claims_helper_from: int = CLAIMS_HELPER_FROM,
+    state_dir: Path | None = None,
 ) -> VerifyReport:
+    """`state_dir`: the workspace's folder where writers take their lock (default: the one
+    `index_dir` is in, as `Workspace` lays them out)."""
     started = time.perf_counter()
+    state_dir = state_dir or index_dir.parent
     report = VerifyReport()
     present = check_blobs(store, report, progress)
     derive = chain_ids(ids)
-    with claims_checked_beside(conn, derive, report, claims_helper_from):
-        check_ledger(conn, derive, store, present, report, progress)
-    check_references(conn, report)
-    current = check_generations(conn, report)
-    report.generation = current.to_json() if current else None
-    check_indexes(conn, store, index_dir, current, report, progress)
+    with stops_at_damage(report) as reading:
+        reading.check = "the file's structure"
+        check_structure(conn, report)
+        reading.check = "its settings"
+        check_settings(conn, ids, report)
+        reading.check = "its rows"
+        with claims_checked_beside(conn, derive, report, claims_helper_from):
+            check_ledger(conn, derive, store, present, report, progress)
+        reading.check = "the references between its rows"
+        check_references(conn, report)
+        reading.check = "the generations"
+        current = check_generations(conn, report)
+        report.generation = current.to_json() if current else None
+        reading.check = "the index files"
+        check_indexes(conn, store, index_dir, state_dir, current, report, progress)
     report.seconds = time.perf_counter() - started
     return report

@@ -9,9 +9,8 @@ are walked side by side in the order of their normalization's ID.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import faults
@@ -19,30 +18,36 @@ from ..canonical import sha256_hex
 from ..ids import scheme
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
-from ..storage import integrity
+from ..storage import damage, integrity
 from ..storage.blobs import DiskBlobStore
 from ..storage.integrity import EvidenceRow, NormalizationRow, SegmentRow
+from ..storage.states import read_state_evidence
 from .ledger_pool import helper_engine, ledger_helpers
+from .verify_fields import check_metas, check_normalization_text, check_revision
 from .verify_report import VerifyReport
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+MAX_REFERENCE_FINDINGS = 100  # dangling references reported one by one; the rest are counted
 
 
 def check_ledger(
     conn: Connection,
     ids: ChainIds,
     store: DiskBlobStore,
-    present: set[str],
+    present: Mapping[str, int],
     report: VerifyReport,
     progress: Progress | None,
 ) -> None:
     """Every row but the claims' (`check_claims`) re-derives its ID, every blob a row names is
-    among the `present` ones, every excerpt hashes to its recorded SHA-256."""
+    among the `present` ones (address -> size), every excerpt hashes to its recorded SHA-256,
+    and the fields no ID covers match what they describe (`verify_fields`)."""
     _check_sources(conn, report)
     _check_revisions(conn, ids, present, report)
     norms = _check_normalizations(conn, ids, present, report)
     _check_texts(conn, ids, store, present, norms, report, progress)
+    check_metas(conn, ids, store, present, report)
 
 
 def _check_sources(conn: Connection, report: VerifyReport) -> None:
@@ -55,11 +60,12 @@ def _check_sources(conn: Connection, report: VerifyReport) -> None:
 
 
 def _check_revisions(
-    conn: Connection, ids: ChainIds, present: set[str], report: VerifyReport
+    conn: Connection, ids: ChainIds, present: Mapping[str, int], report: VerifyReport
 ) -> None:
-    for rid, sid, blob in integrity.revisions(conn):
+    for row in integrity.revisions(conn):
+        rid, blob = row.id, row.blob
         report.counts["revisions"] += 1
-        if ids.revision_id(sid, blob) != rid:
+        if ids.revision_id(row.source_id, blob) != rid:
             report.add("error", "id_mismatch", rid, f"revision {rid} does not derive from its row")
         if blob not in present:
             report.add(
@@ -68,14 +74,15 @@ def _check_revisions(
                 rid,
                 f"the raw blob {blob} of revision {rid} is missing or corrupt",
             )
+        check_revision(row, present, report)
 
 
 def _check_normalizations(
-    conn: Connection, ids: ChainIds, present: set[str], report: VerifyReport
+    conn: Connection, ids: ChainIds, present: Mapping[str, int], report: VerifyReport
 ) -> dict[str, NormalizationRow]:
     """Check every normalization; return them all by ID (one small row per source revision)."""
     norms = {r.id: r for r in integrity.normalizations(conn)}
-    for nid, rev, adapter, version, config, status, blob in norms.values():
+    for nid, rev, adapter, version, config, status, blob, *_ in norms.values():
         report.counts["normalizations"] += 1
         expected = ids.normalization_id(rev, adapter, version, config)
         if expected != nid:
@@ -96,28 +103,44 @@ def _check_texts(
     conn: Connection,
     ids: ChainIds,
     store: DiskBlobStore,
-    present: set[str],
+    present: Mapping[str, int],
     norms: dict[str, NormalizationRow],
     report: VerifyReport,
     progress: Progress | None,
 ) -> None:
     """Segments and evidence, one normalization's text at a time: two streams in the same
-    order of normalization ID, walked side by side (memory: one normalization's rows)."""
+    order of normalization ID, walked side by side (memory: one normalization's rows); then
+    each normalization's recorded length and segment count (`check_normalization_text`),
+    those without a segment too."""
     segments = integrity.segments_by_normalization(conn)
     evidence = integrity.evidence_by_normalization(conn)
     done = 0
+    walked: set[str] = set()
     for done, (nid, segs, evs) in enumerate(_side_by_side(segments, evidence), 1):
+        walked.add(nid)
         norm = norms.get(nid)
-        blob = norm.text_blob if norm else None
-        text = None
-        if blob is not None and blob in present:
-            text = store.get(blob).decode("utf-8")
+        text = _text_of(norm, store, present)
         spans = _check_segments(nid, segs, text, ids, report)
         _check_evidence(evs, spans, text, ids, report)
+        if norm is not None:
+            check_normalization_text(norm, text, len(segs), report)
         if progress and (done % 500 == 0):
             progress("check ledger (normalizations)", done, max(done, len(norms)), 0)
+    for nid, norm in norms.items():
+        if nid not in walked:
+            check_normalization_text(norm, _text_of(norm, store, present), 0, report)
     if progress:
         progress("check ledger (normalizations)", done, done, 0)
+
+
+def _text_of(
+    norm: NormalizationRow | None, store: DiskBlobStore, present: Mapping[str, int]
+) -> str | None:
+    """A normalization's text, None when it has none or its blob is missing or corrupt."""
+    blob = norm.text_blob if norm else None
+    if blob is None or blob not in present:
+        return None
+    return store.get(blob).decode("utf-8")
 
 
 def _check_segments(
@@ -181,27 +204,50 @@ def _check_evidence(
 
 
 def check_claims(conn: Connection, ids: ChainIds, report: VerifyReport) -> None:
-    """Every claim's ID derives from its row, every claim state's hash from its claim."""
+    """Every claim's ID derives from its row, every claim state's hash from its claim, and
+    every evidence ID a claim state lists is an evidence row of its claim."""
     for cid, sid, authority, statement, occurrence in integrity.claims(conn):
         report.counts["claims"] += 1
         if ids.claim_id(sid, authority, statement, occurrence) != cid:
             report.add("error", "id_mismatch", cid, f"claim {cid} does not derive from its row")
     for st in integrity.claim_states_with_claims(conn):
         report.counts["claim_states"] += 1
-        got = claim_hash(
-            st.claim_id,
-            st.statement or "",
-            st.authority or "",
-            st.status,
-            json.loads(st.evidence_ids),
-        )
+        evidence = read_state_evidence(st.evidence_ids)
+        got = None
+        if evidence is not None:
+            got = claim_hash(
+                st.claim_id, st.statement or "", st.authority or "", st.status, evidence
+            )
         if got != st.claim_hash:
             report.add(
                 "error",
                 "claim_hash_mismatch",
                 st.claim_id,
-                f"a state of claim {st.claim_id} does not match its recorded hash",
+                f"a state of claim {st.claim_id} does not match its recorded hash"
+                + ("" if evidence is not None else " (its evidence IDs are not a JSON array)"),
             )
+    check_state_evidence(conn, report)
+
+
+def check_state_evidence(conn: Connection, report: VerifyReport) -> None:
+    """The evidence IDs claim states list (a JSON array: no foreign key checks them) lead to
+    evidence rows of the same claim (`damage.state_evidence_problems`)."""
+    found = damage.state_evidence_problems(conn, MAX_REFERENCE_FINDINGS + 1)
+    for rowid, claim_id, evidence_id, owner in found[:MAX_REFERENCE_FINDINGS]:
+        report.add(
+            "error",
+            "dangling_reference",
+            f"claim_states:{rowid}",
+            f"row {rowid} of claim_states (claim {claim_id}) lists evidence {evidence_id}, "
+            + ("which does not exist" if owner is None else f"which is claim {owner}'s"),
+        )
+    if len(found) > MAX_REFERENCE_FINDINGS:
+        report.add(
+            "error",
+            "dangling_reference",
+            "claim_states",
+            "more claim states list evidence that does not exist or is another claim's",
+        )
 
 
 # From this many claims on, with more than one core, `check_claims` runs in a helper process
@@ -257,13 +303,10 @@ def _side_by_side(
         yield nid, segs, evs
 
 
-MAX_REFERENCE_FINDINGS = 100
-
-
 def check_references(conn: Connection, report: VerifyReport) -> None:
-    """Every reference between ledger rows leads to a row (`integrity.dangling_references`)."""
+    """Every reference between ledger rows leads to a row (`damage.dangling_references`)."""
     faults.point("verify.references")
-    dangling = integrity.dangling_references(conn)
+    dangling = damage.dangling_references(conn)
     for table, rowid, parent in dangling[:MAX_REFERENCE_FINDINGS]:
         report.add(
             "error",

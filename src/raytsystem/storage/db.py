@@ -22,14 +22,16 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..errors import DatabaseError, Locked, SchemaTooNew, database_corrupt
 from ..ids import NEWEST_SCHEME, IdScheme, scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
     ID_SCHEME_SQL,
     SCHEMA_HEAD,
     SCHEMA_REVISIONS,
+    cannot_open,
     recorded_id_scheme,
+    sqlite_path,
 )
 
 INSERT_CHUNK = 5000  # rows per executemany
@@ -145,17 +147,24 @@ def insert_rows(
         conn.exec_driver_sql(sql, list(rows[i : i + INSERT_CHUNK]))
 
 
-def translate_error(exc: OperationalError) -> DatabaseError | Locked:
+def translate_error(exc: OperationalError, url: str | None = None) -> DatabaseError | Locked:
+    """Ours for an error of the ledger database; `url`: the ledger's, when it was being
+    opened (an embedded one that SQLite cannot open is explained, `cannot_open`)."""
     message = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in message or "busy" in message:
         return Locked(f"the ledger database is locked by another process: {message}")
+    path = sqlite_path(url) if url is not None else None
+    if path is not None and "unable to open database file" in message:
+        return DatabaseError(cannot_open(path, message))
     return DatabaseError(f"ledger database error: {message}")
 
 
 def schema_revision(conn: Connection) -> str | None:
     try:
         row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-    except SQLAlchemyError:
+    except SQLAlchemyError as exc:
+        if database_corrupt(exc) is not None:
+            raise  # a damaged file is not an empty ledger (and must never be migrated)
         conn.rollback()
         return None
     return None if row is None else str(row[0])
@@ -182,7 +191,7 @@ def open_ledger(url: str, *, create: bool = True) -> Ledger:
             current = schema_revision(conn)
             recorded = _recorded_scheme(conn) if current == SCHEMA_HEAD else None
     except OperationalError as exc:
-        raise translate_error(exc) from exc
+        raise translate_error(exc, url) from exc
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise DatabaseError(f"cannot open the ledger at {redact(url)}: {exc}") from exc
     if current is not None and current not in SCHEMA_REVISIONS:

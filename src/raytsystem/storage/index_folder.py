@@ -23,6 +23,15 @@ def index_files(index_dir: Path) -> list[Path]:
 
 
 _NAME: Final = re.compile(r"[0-9]{6,}-[0-9a-f]{16}\.sqlite3")
+BUILDING_PREFIX: Final = ".building-"  # a writer's index file in the making (`IndexWriter`)
+
+
+def building_files(index_dir: Path) -> list[Path]:
+    """The files writers are making (a new generation's index, a spare copy): a writer's own
+    while it runs, and what a killed one left."""
+    if not index_dir.is_dir():
+        return []
+    return sorted(p for p in index_dir.iterdir() if p.name.startswith(BUILDING_PREFIX))
 
 
 def _prunable(files: list[Path], keep: int, first: list[Path]) -> list[Path]:
@@ -62,7 +71,7 @@ def make_spare(index_dir: Path, current: Path) -> bool:
     which by the sources' digests, so a spare is good whatever generation it was copied for).
     True if one was made."""
     spare = index_dir / SPARE_NAME
-    tmp = index_dir / f".building-spare-{os.getpid()}.sqlite3"
+    tmp = index_dir / f"{BUILDING_PREFIX}spare-{os.getpid()}.sqlite3"
     try:
         if not _copy_direct(current, tmp):
             copy_file(current, tmp)

@@ -7,14 +7,13 @@ walks two streams side by side (segments and evidence, by normalization ID).
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, func, select
 
-from . import index_file
+from ..model.generation import ClaimState as ClaimStateObject
+from .states import active, read_state_evidence
 from .tables import (
     Claim,
     ClaimState,
@@ -24,15 +23,12 @@ from .tables import (
     Normalization,
     Revision,
     Segment,
+    Setting,
     Source,
     SourceState,
 )
 
 STREAM_ROWS = 5000  # rows fetched at a time by every stream here
-# The references check looks every reference up in its parent's B-tree: with SQLite's default
-# 2 MiB page cache that is more than twice as slow on a 10,000-file ledger as with this one,
-# as much as ingest's ledger connection has (staging.py).
-REFERENCE_CHECK_CACHE_MIB = 256
 
 R = TypeVar("R")
 
@@ -48,6 +44,15 @@ def _bytewise(conn: Connection, column: Any) -> Any:
     return column.collate("C") if conn.dialect.name == "postgresql" else column
 
 
+def recorded_setting(conn: Connection, name: str) -> str | None:
+    row = conn.execute(select(Setting.c.value).where(Setting.c.name == name)).first()
+    return None if row is None else str(row[0])
+
+
+def has_sources(conn: Connection) -> bool:
+    return conn.execute(select(Source.c.id).limit(1)).first() is not None
+
+
 class SourceRow(NamedTuple):
     id: str
     path: str
@@ -61,11 +66,23 @@ class RevisionRow(NamedTuple):
     id: str
     source_id: str
     blob: str
+    size: int
+    media_type: str
+    path: str | None  # its source's; None when the source is missing (a dangling reference)
 
 
 def revisions(conn: Connection) -> Iterator[RevisionRow]:
     return _stream(
-        conn, select(Revision.c.id, Revision.c.source_id, Revision.c.blob), RevisionRow._make
+        conn,
+        select(
+            Revision.c.id,
+            Revision.c.source_id,
+            Revision.c.blob,
+            Revision.c.size,
+            Revision.c.media_type,
+            Source.c.path,
+        ).outerjoin(Source, Source.c.id == Revision.c.source_id),
+        RevisionRow._make,
     )
 
 
@@ -77,6 +94,8 @@ class NormalizationRow(NamedTuple):
     config_hash: str
     status: str
     text_blob: str | None
+    text_length: int | None
+    segment_count: int
 
 
 def normalizations(conn: Connection) -> Iterator[NormalizationRow]:
@@ -90,8 +109,45 @@ def normalizations(conn: Connection) -> Iterator[NormalizationRow]:
             Normalization.c.config_hash,
             Normalization.c.status,
             Normalization.c.text_blob,
+            Normalization.c.text_length,
+            Normalization.c.segment_count,
         ),
         NormalizationRow._make,
+    )
+
+
+class NormalizationMeta(NamedTuple):
+    """A normalization's `meta` with what re-deriving it takes: its revision's raw blob and
+    its source's path (None when the revision or the source is missing)."""
+
+    id: str
+    adapter: str
+    adapter_version: int
+    config_hash: str
+    status: str
+    meta: str | None  # canonical JSON
+    raw_blob: str | None
+    source_id: str | None
+    path: str | None
+
+
+def normalization_metas(conn: Connection) -> Iterator[NormalizationMeta]:
+    return _stream(
+        conn,
+        select(
+            Normalization.c.id,
+            Normalization.c.adapter,
+            Normalization.c.adapter_version,
+            Normalization.c.config_hash,
+            Normalization.c.status,
+            Normalization.c.meta,
+            Revision.c.blob,
+            Revision.c.source_id,
+            Source.c.path,
+        )
+        .outerjoin(Revision, Revision.c.id == Normalization.c.revision_id)
+        .outerjoin(Source, Source.c.id == Revision.c.source_id),
+        NormalizationMeta._make,
     )
 
 
@@ -278,53 +334,77 @@ def claim_state_spans(conn: Connection) -> Iterator[ClaimStateSpan]:
     )
 
 
+class GenerationCounts(NamedTuple):
+    """What a generation's row says it holds and changed (no hash covers these)."""
+
+    source_count: int
+    claim_count: int
+    summary: str  # canonical JSON
+
+
+def generation_counts(conn: Connection, number: int) -> GenerationCounts | None:
+    row = conn.execute(
+        select(Generation.c.source_count, Generation.c.claim_count, Generation.c.summary).where(
+            Generation.c.number == number
+        )
+    ).first()
+    return None if row is None else GenerationCounts._make(row)
+
+
+class ActiveClaim(NamedTuple):
+    state: ClaimStateObject
+    gen_from: int
+
+
+def claims_active(
+    conn: Connection, number: int, source_ids: Sequence[str]
+) -> dict[str, list[ActiveClaim]]:
+    """The claim states of these sources active in generation `number`, each with the
+    generation it opened in: source ID -> its states."""
+    out: dict[str, list[ActiveClaim]] = {}
+    rows = conn.execute(
+        select(
+            ClaimState.c.claim_id,
+            ClaimState.c.source_id,
+            ClaimState.c.status,
+            ClaimState.c.claim_hash,
+            ClaimState.c.evidence_ids,
+            ClaimState.c.gen_from,
+        ).where(ClaimState.c.source_id.in_(source_ids), active(ClaimState, number))
+    )
+    for cid, sid, status, claim_hash, evidence, gen_from in rows:
+        state = ClaimStateObject(
+            cid, sid, status, claim_hash, tuple(read_state_evidence(evidence) or ())
+        )
+        out.setdefault(sid, []).append(ActiveClaim(state, gen_from))
+    return out
+
+
+def claims_closed(conn: Connection, number: int, source_ids: Sequence[str]) -> dict[str, str]:
+    """Claim ID -> claim hash of the states of these sources that generation `number` closed
+    (found through the index on (source, end of interval): what changed, not the history)."""
+    rows = conn.execute(
+        select(ClaimState.c.claim_id, ClaimState.c.claim_hash).where(
+            ClaimState.c.source_id.in_(source_ids), ClaimState.c.gen_to == number
+        )
+    )
+    return {cid: claim_hash for cid, claim_hash in rows}
+
+
+def source_paths(conn: Connection, source_ids: Sequence[str]) -> dict[str, str]:
+    rows = conn.execute(select(Source.c.id, Source.c.path).where(Source.c.id.in_(source_ids)))
+    return {sid: path for sid, path in rows}
+
+
+def states_written_ahead(conn: Connection, newest: int) -> bool:
+    """Whether claim states lie past generation `newest`: an ingest's that has not committed
+    (`staging.py`). A scan of the claim states (no index leads with `gen_from`): ask only when
+    it matters."""
+    found = conn.execute(select(ClaimState.c.id).where(ClaimState.c.gen_from > newest).limit(1))
+    return found.first() is not None
+
+
 def head_pointer(conn: Connection) -> str | None:
     """The generation hash the head row names, whether or not that generation exists."""
     row = conn.execute(select(Head.c.generation_hash).where(Head.c.name == "current")).first()
     return None if row is None else str(row[0])
-
-
-class DanglingReference(NamedTuple):
-    table: str
-    rowid: int
-    parent: str  # the table it refers to
-
-
-def dangling_references(conn: Connection) -> list[DanglingReference]:
-    """Rows whose reference leads to no row (`PRAGMA foreign_key_check`). SQLite checks them on
-    insert except in an ingest's batches (`Staging.batch`, which checks its rows in memory
-    instead); PostgreSQL always enforces them, so there this finds none."""
-    if conn.dialect.name != "sqlite":
-        return []
-    (cache,) = conn.exec_driver_sql("PRAGMA cache_size").one()
-    conn.exec_driver_sql(f"PRAGMA cache_size=-{REFERENCE_CHECK_CACHE_MIB * 1024}")
-    dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
-    # Not in a `finally`: after a failed or interrupted (Ctrl-C) statement SQLAlchemy refuses
-    # the connection any further statement, and that refusal would hide what happened.
-    conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
-    return [DanglingReference(table, rowid, parent) for table, rowid, parent, _fk in dangling]
-
-
-class IndexFileCheck(NamedTuple):
-    """An index file read in one snapshot: its records, and what its own check found."""
-
-    meta: dict[str, str]
-    current_format: bool  # False: written in another index format, and not checked
-    problems: list[str]  # `index_file.check_rows`'s findings
-    unreadable: str | None = None  # why the file cannot be read (nothing else is then known)
-
-
-def check_index_file(path: Path) -> IndexFileCheck:
-    """The file's records and its rows checked against them (`index_file.check_rows`)."""
-    try:
-        conn = sqlite3.connect(index_file.ro_uri(path), uri=True)
-        try:
-            conn.execute("BEGIN")  # one snapshot of the file
-            meta = index_file.read_meta(conn)
-            current = meta.get("format") == index_file.FORMAT
-            problems = index_file.check_rows(conn) if current else []
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        return IndexFileCheck({}, False, [], f"unreadable: {exc}")
-    return IndexFileCheck(meta, current, problems)

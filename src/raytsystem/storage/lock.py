@@ -16,14 +16,17 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import Locked
 
 if TYPE_CHECKING:
     from .db import Ledger
+
+T = TypeVar("T")
+LOCK_NAME = "writer.lock"
 
 # pg_advisory_lock takes a bigint key; every raytsystem process uses this fixed one.
 ADVISORY_KEY = 0x5A7C_91D3_0E4B_6F12
@@ -86,9 +89,35 @@ def advisory_lock(ledger: Ledger, timeout: float) -> Iterator[None]:
 def writer_lock(state_dir: Path, ledger: Ledger | None, timeout: float) -> Iterator[None]:
     """The workspace's file lock, plus the ledger's advisory lock when it is PostgreSQL."""
     deadline = time.monotonic() + timeout
-    with file_lock(state_dir / "writer.lock", timeout):
+    with file_lock(state_dir / LOCK_NAME, timeout):
         if ledger is not None and ledger.dialect == "postgresql":
             with advisory_lock(ledger, max(0.0, deadline - time.monotonic())):
                 yield
         else:
             yield
+
+
+def without_writer(state_dir: Path, look: Callable[[], T]) -> T | None:
+    """`look()`, run while no writer runs in this workspace, or None if one runs now.
+
+    A shared `flock` on the writers' lock file, which each writer holds exclusively for its
+    whole run, is held while `look` runs: no writer starts meanwhile (one that tries waits,
+    then takes it). Nothing is created or written: without a lock file no writer has started,
+    and if one makes it while `look` runs, that is taken as a writer running."""
+    path = state_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        found = look()
+        return None if path.exists() else found
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        try:
+            return look()
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -14,14 +14,16 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import DatabaseError, Locked, SchemaTooNew
+from ..errors import DatabaseError, Locked, SchemaTooNew, database_corrupt
 from ..ids import NEWEST_SCHEME, IdScheme, scheme
 from .db_meta import (
     BUSY_TIMEOUT_MS,
     ID_SCHEME_SQL,
     SCHEMA_HEAD,
     SCHEMA_REVISIONS,
+    cannot_open,
     recorded_id_scheme,
+    sqlite_path,
 )
 
 if TYPE_CHECKING:
@@ -50,18 +52,11 @@ def expand(name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     return ", ".join(f":{k}" for k in params), params
 
 
-def sqlite_path(url: str) -> str | None:
-    """The file path of a `sqlite:///path` URL, or None for other databases."""
-    dialect, sep, rest = url.partition(":///")
-    if not sep or dialect.split("+")[0] != "sqlite" or not rest or "?" in rest:
-        return None
-    return rest
-
-
 class SqliteReader:
     dialect = "sqlite"
 
     def __init__(self, path: str) -> None:
+        self._path = path
         try:
             self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -72,6 +67,10 @@ class SqliteReader:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise Locked(f"the ledger database is locked: {exc}") from exc
             raise DatabaseError(f"cannot open the ledger {path}: {exc}", code="no_ledger") from exc
+        except sqlite3.DatabaseError as exc:
+            if (damaged := database_corrupt(exc, ledger=True)) is not None:
+                raise damaged from exc
+            raise
         try:  # as open_ledger does
             number = recorded_id_scheme(None if recorded is None else str(recorded[0]))
         except DatabaseError:
@@ -82,7 +81,9 @@ class SqliteReader:
     def _check_schema(self) -> None:
         try:
             row = self._conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise DatabaseError(cannot_open(self._path, exc)) from exc
             row = None
         current = row[0] if row else None
         if current is None:
@@ -103,7 +104,12 @@ class SqliteReader:
             )
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, dict(params or {})).fetchall()
+        try:
+            return self._conn.execute(sql, dict(params or {})).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if (damaged := database_corrupt(exc, ledger=True)) is not None:
+                raise damaged from exc
+            raise
 
     def refresh(self) -> None:
         self._conn.execute("ROLLBACK")

@@ -11,6 +11,7 @@ from typing import NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select
 
+from ..errors import IntegrityError
 from ..model.generation import ClaimState
 from .tables import ClaimState as ClaimStateRow
 from .tables import Normalization, Revision, Source, SourceState
@@ -95,8 +96,30 @@ def claim_states(
                         r.source_id,
                         r.status,
                         r.claim_hash,
-                        tuple(json.loads(r.evidence_ids)),
+                        tuple(state_evidence_of(f"row {r.id} of claim_states", r.evidence_ids)),
                     ),
                 )
             )
     return out
+
+
+def read_state_evidence(recorded: str) -> list[str] | None:
+    """The evidence IDs a `claim_states.evidence_ids` text lists; None if it is not a JSON
+    array of strings (a damaged or edited row: its claim hash no longer matches then)."""
+    try:
+        value = json.loads(recorded)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value
+
+
+def state_evidence_of(whose: str, recorded: str) -> list[str]:
+    """`read_state_evidence`, or an IntegrityError (ledger_mismatch) naming `whose` state."""
+    value = read_state_evidence(recorded)
+    if value is None:
+        raise IntegrityError(
+            f"{whose}: its evidence IDs are not a JSON array of IDs", code="ledger_mismatch"
+        )
+    return value

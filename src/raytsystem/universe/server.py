@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 import sys
 import traceback
@@ -44,6 +45,9 @@ COMMON_HEADERS = {
 }
 
 
+_PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
+
+
 def host_is_loopback(header: str | None) -> bool:
     """True when a Host header names a loopback host (`localhost`, 127.0.0.0/8, `[::1]`)."""
     if not header:
@@ -55,8 +59,12 @@ def host_is_loopback(header: str | None) -> bool:
         if end < 0 or (rest and not rest.startswith(":")):
             return False
         name = host[1:end]
+        if rest and not _PORT.fullmatch(rest[1:]):
+            return False
     elif host.count(":") == 1:
-        name = host.split(":", 1)[0]
+        name, port = host.split(":", 1)
+        if not _PORT.fullmatch(port):  # `127.0.0.1:80@evil.example` names evil.example
+            return False
     else:
         name = host
     name = name.rstrip(".").lower()
@@ -136,15 +144,22 @@ class UniverseHandler(BaseHTTPRequestHandler):
 
     # -- methods
     def do_GET(self) -> None:
-        if not host_is_loopback(self.headers.get("Host")):
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) != 1 or not host_is_loopback(hosts[0]):
             self._error(
                 403,
                 "host_refused",
-                "requests must name a loopback host (localhost, 127.0.0.1, [::1])",
+                "requests must name one loopback host (localhost, 127.0.0.1, [::1])",
             )
+            return
+        if not self.path.startswith("/") or self.path.startswith("//"):
+            # Only the origin form (`GET /path`): an absolute URL names a host of its own.
+            self._error(400, "bad_request", "the request target must be a path (/...)")
             return
         try:
             self._route()
+        except ConnectionError:
+            raise  # the client left while its answer was written: `handle_error` says so
         except Exception as exc:
             error = reportable(exc)
             if error is not None:
@@ -204,6 +219,15 @@ class UniverseServer(ThreadingHTTPServer):
     @property
     def port(self) -> int:
         return int(self.server_address[1])
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left before its answer was written (a broken pipe, a reset) is one
+        line in the log, not a traceback; anything else is reported as socketserver does."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            sys.stderr.write(f"{client_address[0]} left before its answer: {error.strerror}\n")
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
