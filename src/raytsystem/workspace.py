@@ -143,6 +143,11 @@ class Workspace:
         # Loaded on first use: the read commands (query, search, show) never need it.
         return load_config(self.root)
 
+    def reload_config(self) -> None:
+        """Read raytsystem.toml again on next use (a long-running watch saw it change)."""
+        for name in ("config", "_includes", "_excludes"):
+            self.__dict__.pop(name, None)
+
     @classmethod
     def find(cls, start: Path) -> Workspace:
         """The nearest folder at or above `start` that holds a raytsystem.toml."""
@@ -268,6 +273,32 @@ class Workspace:
                 items.append(item)
         items.sort(key=lambda item: item.path)
         yield from items
+
+    def candidate_of(self, rel: str, entry: os.DirEntry[str]) -> Candidate | None:
+        """What discovery makes of the file `entry` found at `rel` (not NFC-normalized yet)
+        while walking: a Candidate, or None (not selected, refused). For readers that walk
+        the workspace themselves to compare stats (the freshness check)."""
+        item = self._candidate(
+            unicodedata.normalize("NFC", rel), entry, self.real_root, explicit=False
+        )
+        return item if isinstance(item, Candidate) else None
+
+    @cached_property
+    def real_root(self) -> Path:
+        return self.root.resolve()
+
+    def candidate(self, rel: str) -> Candidate | None:
+        """The selected file at workspace path `rel` as discovery would find it, or None (not
+        there, not selected, refused)."""
+        if not rel:
+            return None
+        real_root = self.real_root
+        disk = os.path.join(real_root, *rel.split("/"))
+        # Discovery walks no symlinked folder: every folder on the way must be a real one.
+        if os.path.realpath(os.path.dirname(disk)) != os.path.dirname(disk):
+            return None
+        item = self._candidate(rel, disk, real_root, explicit=False)
+        return item if isinstance(item, Candidate) else None
 
     def _walk(
         self, base: Path, real_root: Path, refusals: list[Refusal]

@@ -426,10 +426,15 @@ def _tidy_indexes(run: Run, generation: generations.GenerationRef | None) -> Non
 def _save_stat_cache(
     run: Run, scan: _Scan, cache: StatCache, current: generations.GenerationRef | None
 ) -> None:
+    # A file that made no source (binary, too large, undecodable) is recorded with revision
+    # "": no ingest trusts such an entry (it matches no active revision), but the freshness
+    # check reads it as "this file is as the generation saw it". A file that could not be
+    # read is not recorded: the generation did not see it.
+    unread = {f.subject for f in run.report.findings if f.code == "read_error"}
     entries = [
-        (c.path, c.stat, rev)
+        (c.path, c.stat, _cached_revision(c.path, run.active, run.changed))
         for c in scan.candidates
-        if (rev := _cached_revision(c.path, run.active, run.changed))
+        if c.path not in unread
     ]
     cache.save(
         current.hash if current else None,
