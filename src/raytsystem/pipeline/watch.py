@@ -45,7 +45,8 @@ DEBOUNCE_MS: Final = 300
 MAX_WAIT_MS: Final = 10_000
 SETTLE_S: Final = 2.5  # the stat cache's racy window (2 s), and a margin
 RETRY_S: Final = 5.0
-WAKE_MS: Final = 250  # how often the loop wakes without a change, to settle or retry
+WAKE_MS: Final = 100  # how often the loop wakes without a change, to settle or retry
+BATCH_MS: Final = 50  # notifications are handed over after this long without a new one
 
 
 @dataclass(frozen=True)
@@ -143,27 +144,37 @@ def watch(
 ) -> int:
     """Ingest now, then whenever the workspace changes, until `stop` is set; call `report`
     for each generation made and each failed ingest. `on_ingest(True)` / `(False)` is called
-    around each ingest. Returns the number of generations made."""
+    around each ingest. Returns the number of generations made.
+
+    The notifications come unfiltered and in small batches (`BATCH_MS`), and the loop wakes
+    at least every `WAKE_MS`: the filter and the debounce are applied here, by the clock, so
+    that a steady stream of writes that trigger nothing (a reader's `-shm` file under
+    `.raytsystem/`, say) never holds back an ingest that is due."""
     import watchfiles
 
+    triggers = Triggers(ws)
     notifications = watchfiles.watch(
         ws.root,
-        watch_filter=Triggers(ws),
-        debounce=max(max_wait_ms, debounce_ms),
-        step=debounce_ms,
+        watch_filter=None,
+        debounce=BATCH_MS,
+        step=BATCH_MS,
         stop_event=stop,
         rust_timeout=WAKE_MS,
         yield_on_timeout=True,
         raise_interrupt=False,
         ignore_permission_denied=True,
     )
+    quiet_s, most_s = debounce_ms / 1000, max_wait_ms / 1000
     made = 0
     pending = 0  # changed paths not ingested yet
+    first = last = 0.0  # when the first and the latest of them came
     due: float | None = time.monotonic()  # when an ingest is due without a new change
     with contextlib.closing(notifications):
         next(notifications)  # the watcher is live before the first ingest looks
         while not stop.is_set():
-            if pending or (due is not None and time.monotonic() >= due):
+            now = time.monotonic()
+            settled = pending and (now - last >= quiet_s or now - first >= most_s)
+            if settled or (not pending and due is not None and now >= due):
                 if on_ingest:
                     on_ingest(True)
                 try:
@@ -186,9 +197,13 @@ def watch(
                 changes = next(notifications)
             except StopIteration:
                 break
-            if changes:
-                pending += len(changes)
-                if any(os.path.basename(p) == CONFIG_NAME for _c, p in changes):
+            relevant = [p for c, p in changes if triggers(c, p)]
+            if relevant:
+                last = time.monotonic()
+                if not pending:
+                    first = last
+                pending += len(relevant)
+                if any(os.path.basename(p) == CONFIG_NAME for p in relevant):
                     ws.reload_config()  # the filter reads the globs through `ws`
     return made
 
