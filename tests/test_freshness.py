@@ -233,3 +233,34 @@ def test_freshness_json_is_the_same_shape_everywhere(kb: Path) -> None:
 
     core = {k: v for k, v in body.items() if k not in ("bundle_sha256", "timing", "freshness")}
     assert hashlib.sha256(canonical_json(core)).hexdigest() == body["bundle_sha256"]
+
+
+async def _mcp_watching(ws: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    from conftest import mcp_server
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def ask(session: ClientSession) -> dict[str, Any]:
+        result = await session.call_tool("query", {"text": QUESTION})
+        assert not result.is_error, result.content
+        return result.structured_content or {}
+
+    server = mcp_server(ws, "--watch", "--debounce", "200")
+    async with stdio_client(server) as (read, write_), ClientSession(read, write_) as s:
+        await s.initialize()
+        first = await ask(s)
+        write(ws, "docs/payments.md", DOC.replace("5 attempts", "13 attempts"))
+        deadline = time.monotonic() + 60
+        # No ingest by hand: the server's own watch loop makes the generation.
+        while "13 attempts" not in (got := await ask(s)).get("answer", ""):
+            assert time.monotonic() < deadline, got
+            await asyncio.sleep(0.1)
+    return first, got
+
+
+def test_mcp_watch_keeps_the_answers_current(kb: Path) -> None:
+    first, later = asyncio.run(_mcp_watching(kb))
+    assert first["generation"]["number"] == 1 and "5 attempts" in first["answer"]
+    assert later["generation"]["number"] >= 2
+    assert later["freshness"] == {"state": "fresh", "changed": 0, "examples": []}
+    assert run_cli("query", QUESTION, "--json", cwd=kb).json()["freshness"]["state"] == "fresh"
