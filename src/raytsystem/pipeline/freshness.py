@@ -31,12 +31,11 @@ notifications and looks again only at the paths they name.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
 import unicodedata
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -55,6 +54,9 @@ STATCACHE: Final = "statcache.sqlite3"
 # Past this many paths named by one drain of notifications, a walk is cheaper than looking
 # at each (and a burst that large may have overflowed the kernel's queue).
 REWALK_AFTER: Final = 1000
+NOTIFY_MS: Final = 50  # the notification thread hands paths over, and checks for a stop
+NOTIFY_STEP_MS: Final = 5  # after this long without a new notification
+START_S: Final = 5.0  # the most a tracker waits for its watcher to start (or stop)
 
 StatKey = tuple[int, int, int]  # size, mtime_ns, inode
 
@@ -382,18 +384,76 @@ class Probe:
             return Freshness("unknown", 0, (), answered.number, f"the check failed: {exc}")
 
 
+class Notifications:
+    """The OS's change notifications for the workspace (watchfiles), collected by a thread of
+    their own, so that taking them (`drain`) never waits: what has arrived is there."""
+
+    def __init__(self, root: str) -> None:
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._paths: set[str] = set()
+        self._overflow = False
+        self.alive = True
+        self._thread = threading.Thread(
+            target=self._run, args=(root,), name="raytsystem-notifications", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait(START_S)  # live from here: a walk after this misses no change
+
+    def _run(self, root: str) -> None:
+        try:
+            import watchfiles
+
+            for changes in watchfiles.watch(
+                root,
+                watch_filter=None,
+                debounce=NOTIFY_MS,
+                step=NOTIFY_STEP_MS,
+                stop_event=self._stop,
+                rust_timeout=NOTIFY_MS,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            ):
+                self._ready.set()
+                if changes:
+                    with self._lock:
+                        if len(self._paths) > REWALK_AFTER:
+                            self._overflow = True  # a walk will do: stop keeping paths
+                        else:
+                            self._paths.update(p for _change, p in changes)
+        except Exception:
+            pass  # no notifications: every check walks
+        finally:
+            self.alive = False
+            self._ready.set()
+
+    def drain(self) -> set[str] | None:
+        """The paths named since the last drain; None when only a walk will do (the
+        watcher stopped, or too many paths came)."""
+        with self._lock:
+            paths, overflow = self._paths, self._overflow
+            self._paths, self._overflow = set(), False
+        return None if overflow or not self.alive else paths
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=START_S)
+
+
 class Tracker:
     """Freshness for a long-lived process: one walk, then the OS's change notifications
-    (watchfiles), so a check costs what changed, not the size of the workspace. A new stat
-    cache (an ingest ran), a folder that moved, or a burst past `REWALK_AFTER` paths makes it
-    walk again. Without notifications (the watcher could not start) every check walks."""
+    (`Notifications`), so a check costs what changed, not the size of the workspace. A new
+    stat cache (an ingest ran), a folder that moved, or a burst past `REWALK_AFTER` paths
+    makes it walk again. Without notifications (the watcher could not start) every check
+    walks."""
 
     def __init__(self, ws: Workspace, bound: float = BOUND_S) -> None:
         self.ws = ws
         self.bound = bound
         self._lock = threading.Lock()
-        self._events: Generator[set[tuple[Any, str]], None, None] | None = None
-        self._notify_failed = False
+        self._events: Notifications | None = None
         self._obs: Observation | None = None
         self._cache: StatKey | None = None
         self._memo: Memo = {}
@@ -406,15 +466,14 @@ class Tracker:
     def close(self) -> None:
         with self._lock:
             if self._events is not None:
-                with contextlib.suppress(Exception):
-                    self._events.close()
+                self._events.close()
                 self._events = None
 
     def _observation(self, deadline: float) -> Observation:
-        if self._events is None and not self._notify_failed:
-            self._start()
+        if self._events is None:
+            self._events = Notifications(str(self.ws.root))
         key = cache_key(self.ws)
-        paths = self._drain() if self._events is not None else None
+        paths = self._events.drain()
         obs = self._obs
         if (
             obs is None
@@ -428,41 +487,6 @@ class Tracker:
             if len(self._memo) > 10 * HASH_FILES:
                 self._memo.clear()
         return obs
-
-    def _start(self) -> None:
-        try:
-            import watchfiles
-
-            self._events = watchfiles.watch(
-                self.ws.root,
-                watch_filter=None,
-                debounce=20,
-                step=1,
-                rust_timeout=1,
-                yield_on_timeout=True,
-                ignore_permission_denied=True,
-            )
-            next(self._events)  # the watcher is live from here: the walk comes after
-        except Exception:
-            self._events = None
-            self._notify_failed = True
-
-    def _drain(self) -> set[str] | None:
-        """Workspace paths the notifications named since the last drain (None: the watcher
-        stopped)."""
-        assert self._events is not None
-        paths: set[str] = set()
-        try:
-            for _ in range(64):
-                changes = next(self._events)
-                if not changes:
-                    break
-                paths.update(p for _change, p in changes)
-        except (StopIteration, RuntimeError, OSError):
-            self._events = None
-            self._notify_failed = True
-            return None
-        return paths
 
     def _apply(self, obs: Observation, paths: Iterable[str]) -> bool:
         """Look again at each path; False when only a walk will do."""
