@@ -255,6 +255,11 @@ async def _mcp_watching(ws: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         while "13 attempts" not in (got := await ask(s)).get("answer", ""):
             assert time.monotonic() < deadline, got
             await asyncio.sleep(0.1)
+        # Until the ingest has written its stat cache, just after its commit: `unknown`.
+        while got["freshness"]["state"] != "fresh":
+            assert got["freshness"]["state"] == "unknown" and time.monotonic() < deadline, got
+            await asyncio.sleep(0.05)
+            got = await ask(s)
     return first, got
 
 
