@@ -269,3 +269,36 @@ def test_mcp_watch_keeps_the_answers_current(kb: Path) -> None:
     assert later["generation"]["number"] >= 2
     assert later["freshness"] == {"state": "fresh", "changed": 0, "examples": []}
     assert run_cli("query", QUESTION, "--json", cwd=kb).json()["freshness"]["state"] == "fresh"
+
+
+def test_ctrl_c_during_a_query_stops_it_and_its_walk_quietly(kb: Path, tmp_path: Path) -> None:
+    """The CLI walks in a child process beside the query: Ctrl-C (to the process group, as a
+    terminal sends it) ends both, with the one line the CLI prints and no traceback."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import default_sigint
+
+    flag = tmp_path / "paused"
+    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "query.after_search:60"}
+    env["RAYTSYSTEM_PAUSE_FLAG"] = str(flag)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytsystem", "query", QUESTION],
+        cwd=kb,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not flag.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip() == "error[interrupted]: interrupted", err

@@ -20,8 +20,9 @@ lock. Errors are `errors.RaytError`s with stable codes.
 Every answer (`query`, `search`, `bundle`) carries the workspace's freshness against the
 generation it came from (`pipeline.freshness`), attached here so that every front end has it.
 How it is found is the session's `freshness` mode: "track" (the default, for a long-lived
-process: one walk of the workspace, then the OS's change notifications), "check" (a one-shot
-process such as the CLI: one bounded walk per answer, beside the answer in a thread) or "off".
+process: one walk of the workspace, then the OS's change notifications), "check" (one bounded
+walk per answer, beside the answer in a thread), "fork" (the same walk in a child process, on
+another core: the CLI's, a one-shot process that has no other thread when it asks) or "off".
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def __getattr__(name: str) -> Any:
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
-FRESHNESS_MODES = ("track", "check", "off")
+FRESHNESS_MODES = ("track", "check", "fork", "off")
 
 
 def stop_on_signals(
@@ -376,7 +377,7 @@ class Session:
 
     def _probe(self) -> Probe | None:
         """Start looking at the workspace for an answer about to be made (None: "off")."""
-        from .pipeline.freshness import Probe, Tracker, observe
+        from .pipeline.freshness import Probe, Tracker, observe, observe_forked
 
         if self.freshness_mode == "off":
             return None
@@ -385,6 +386,10 @@ class Session:
                 self._tracker = Tracker(self.ws)
             return self._tracker.probe()
         ws = self.ws
+        if self.freshness_mode == "fork":
+            forked = observe_forked(ws)
+            if forked is not None:
+                return Probe(forked, None)
         return Probe(lambda deadline: observe(ws, deadline), None)
 
     @staticmethod

@@ -37,8 +37,9 @@ class App:
     workspace_arg: Path | None
     database_url: str | None
     cwd: Path = field(default_factory=Path.cwd)
-    # One answer per process: a walk per answer ("check"); the servers set "track".
-    freshness: str = "check"
+    # One answer per process: a walk per answer, in a child process beside it ("fork"); the
+    # servers set "track".
+    freshness: str = "fork"
     _session: Session | None = None
 
     @property

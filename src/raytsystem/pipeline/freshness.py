@@ -31,11 +31,15 @@ notifications and looks again only at the paths they name.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
+import pickle
+import signal
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -233,6 +237,53 @@ def observe(ws: Workspace, deadline: float) -> Observation:
 
 _SKIP_TOP: Final = frozenset({RAW_DIR, STATE_DIR})
 _SKIP_ANY: Final = frozenset({".git"})
+
+
+def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], Observation] | None:
+    """Start the walk now in a child process (a fork: nothing to import or open again), so
+    that it runs on another core beside the answer instead of sharing this process's GIL;
+    the function returned waits for its result (the probe calls it in a thread). None where
+    there is no fork. For one-shot processes: call it from the main thread, before any other
+    thread starts (a fork copies only the thread that made it)."""
+    if not hasattr(os, "fork"):
+        return None
+    deadline = time.monotonic() + bound  # the same clock in the child
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child: walk, hand the result over, and leave without cleaning up
+        code = 1
+        try:
+            os.close(read_end)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
+            obs = observe(ws, deadline)
+            slim = copy.copy(obs)  # what `judge` reads: the suspects' entries, not all
+            slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
+            data = pickle.dumps(slim, protocol=pickle.HIGHEST_PROTOCOL)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+
+    def wait(_deadline: float) -> Observation:
+        try:
+            with os.fdopen(read_end, "rb") as src:
+                data = src.read()
+        finally:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        if not data:
+            raise RuntimeError("the walk's process ended without a result")
+        obs: Observation = pickle.loads(data)  # from our own child
+        return obs
+
+    return wait
 
 
 def cache_key(ws: Workspace) -> StatKey | None:
