@@ -260,6 +260,11 @@ def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], O
         try:
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
+            # Let go of the parent's stdin, stdout and stderr: whoever reads the command's
+            # output to its end must not wait for this child.
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
             obs = observe(ws, deadline)
             slim = copy.copy(obs)  # what `judge` reads: the suspects' entries, not all
             slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
