@@ -108,10 +108,16 @@ class Watch:
 
 
 def answer(ws: Path, text: str = QUESTION) -> dict[str, Any]:
-    result = run_cli("query", text, "--json", cwd=ws)
-    assert result.code == 0, result.stdout + result.stderr
-    body: dict[str, Any] = result.json()
-    return body
+    """`query --json`; asked again when an ingest of the watch committed while it ran (the
+    query then fails closed with `generation_moved`, as it must)."""
+    for _ in range(20):
+        result = run_cli("query", text, "--json", cwd=ws)
+        if result.code == 3 and result.json()["error"]["code"] == "generation_moved":
+            continue
+        assert result.code == 0, result.stdout + result.stderr
+        body: dict[str, Any] = result.json()
+        return body
+    raise AssertionError("the generation moved under 20 queries in a row")
 
 
 def until_answered(ws: Path, fact: str, since: float) -> tuple[dict[str, Any], float]:
