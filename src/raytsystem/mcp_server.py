@@ -2,9 +2,10 @@
 
 Tools: `query` (the same JSON as `raytsystem query --json`), `search`, `show`, `bundle`,
 `verify`. Answers carry `freshness` (the session follows the workspace's changes), and with
-`--watch` the server ingests them as they come. The workspace and the ledger are fixed when the server starts; no tool takes a
-filesystem path or a database URL, and none writes anything. Every result carries the
-generation hash it was made from. A RaytError, or the memory running out (`out_of_memory`),
+`--watch` the server also ingests those changes as they come (a loop beside the tools). The
+workspace and the ledger are fixed when the server starts; no tool takes a filesystem path or
+a database URL, and no tool writes anything. Every result carries the generation hash it was
+made from. A RaytError, or the memory running out (`out_of_memory`),
 becomes a tool error whose text is the JSON error envelope (`{"error": {"code", "message"}}`),
 so a client sees the same stable codes as the CLI (`errors.reportable`).
 """
