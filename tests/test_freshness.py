@@ -20,6 +20,11 @@ DOC = "# Payments\n\nRetries stop after at most 5 attempts.\n\nRefunds take 3 bu
 QUESTION = "how many retry attempts"
 
 
+def ledger_url() -> str | None:
+    """The test's ledger for an in-process session (the CLI reads it from the environment)."""
+    return os.environ.get("RAYTSYSTEM_DATABASE_URL") or None
+
+
 def ingest(ws: Path) -> None:
     result = run_cli("ingest", cwd=ws)
     assert result.code == 0, result.stderr
@@ -146,7 +151,7 @@ def test_without_a_stat_cache_freshness_is_unknown(kb: Path) -> None:
 
 def test_a_session_follows_the_changes(kb: Path) -> None:
     """The Python API: a long-lived session walks once, then follows notifications."""
-    with Session.open(kb) as session:
+    with Session.open(kb, database_url=ledger_url()) as session:
         assert session.freshness_mode == "track"
         first = session.query(QUESTION)
         assert first.freshness is not None and first.freshness.state == "fresh"
@@ -161,9 +166,9 @@ def test_a_session_follows_the_changes(kb: Path) -> None:
         (kb / "docs/other.md").unlink()
         gone = _eventually(lambda: session.freshness(), "stale")
         assert gone.examples == ("docs/other.md",)
-    with Session.open(kb, freshness="check") as session:
+    with Session.open(kb, database_url=ledger_url(), freshness="check") as session:
         assert session.query(QUESTION).freshness.examples == ("docs/other.md",)  # type: ignore[union-attr]
-    with Session.open(kb, freshness="off") as session:
+    with Session.open(kb, database_url=ledger_url(), freshness="off") as session:
         assert "freshness" not in session.query(QUESTION).to_json()
 
 
@@ -307,3 +312,25 @@ def test_ctrl_c_during_a_query_stops_it_and_its_walk_quietly(kb: Path, tmp_path:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert err.strip() == "error[interrupted]: interrupted", err
+
+
+def test_past_its_bound_a_moved_stat_is_unknown_unless_something_changed(kb: Path) -> None:
+    """The verdict cannot hash past its bound: a file whose stat moved is then not called a
+    change on its own (`unknown`), only beside a change it did find."""
+    from raytsystem.pipeline.freshness import judge, observe
+    from raytsystem.storage import generations
+
+    os.utime(kb / "docs/payments.md")  # same bytes, a new stat
+    with Session.open(kb, database_url=ledger_url(), freshness="off") as session:
+        spent = time.monotonic() - 1  # a deadline already past
+        with session._reader() as reader:
+            head = generations.head(reader)
+            assert head is not None
+            obs = observe(session.ws, time.monotonic() + 30)
+            assert list(obs.suspects) == ["docs/payments.md"]
+            assert judge(obs, reader, head, head, spent).state == "unknown"
+            assert judge(obs, reader, head, head, time.monotonic() + 30).state == "fresh"
+            write(kb, "docs/new.md", "# New\n\nA new page.\n")
+            obs = observe(session.ws, time.monotonic() + 30)
+            got = judge(obs, reader, head, head, spent)
+            assert (got.state, got.examples) == ("stale", ("docs/new.md", "docs/payments.md"))

@@ -20,11 +20,13 @@ first few), `fresh` when everything was checked and nothing differs, and `unknow
 check could not tell: no stat cache for the current generation (deleted, or the generation was
 made on another machine that shares the ledger), or the bound ran out.
 
-The bound: the whole check stops `BOUND_S` seconds after it started (walk, ledger lookups,
-hashing); at most `HASH_FILES` files and `HASH_BYTES` bytes are hashed per check. What it did
-not get to makes the state `unknown` unless it already found a change (then a stat change
-from a trusted entry counts as a change). A one-shot process (the CLI) walks the workspace
-once per command, beside the query in a thread; a long-lived one (`Tracker`: the MCP and
+The bound: the walk stops `BOUND_S` seconds after the check began (it runs beside the
+answer), and the verdict (ledger lookups, hashing) `BOUND_S` seconds after it began, so an
+answer waits at most twice that for its freshness; at most `HASH_FILES` files and
+`HASH_BYTES` bytes are hashed per check. What it did not get to makes the state `unknown`
+unless it found a change (then a stat change from a trusted entry counts as a change too). A
+one-shot process (the CLI) walks the workspace once per command, beside the query (in a
+forked child, `observe_forked`); a long-lived one (`Tracker`: the MCP and
 Universe servers, a program's `Session`) walks once, then follows the OS's change
 notifications and looks again only at the paths they name.
 """
@@ -328,6 +330,7 @@ def judge(
     unsure = not obs.complete
     blobs = freshness_reads.active_blobs(reader, list(obs.suspects), current.number)
     uncached_sources = 0
+    unverified: set[str] = set()  # trusted entries whose stat moved, bytes not hashed
     hashed_files = hashed_bytes = 0
     for path in sorted(obs.suspects):
         blob = blobs.get(path)
@@ -351,7 +354,7 @@ def judge(
                 memo[(path, key, blob)] = same
         if same is None:
             if entry is not None and entry[3]:
-                changed.add(path)  # its stat moved from what the generation's ingest saw
+                unverified.add(path)  # its stat moved from what the generation's ingest saw
             else:
                 unsure = True
         elif not same:
@@ -365,6 +368,10 @@ def judge(
                 p for p in freshness_reads.active_paths(reader, current.number) if p not in obs.seen
             )
     changed.update(differing)
+    if changed:
+        changed.update(unverified)  # stale already: a moved stat counts as a change
+    elif unverified:
+        unsure = True  # nothing found changed, and these could not be told
     reason = "the check ran out of its time or hashing bound" if unsure else ""
     older = answered.hash != current.hash
     return _verdict(answered, changed, unsure=unsure, reason=reason, older=older)
@@ -402,6 +409,7 @@ class Probe:
 
     def __init__(self, observe_: Any, memo: Memo | None, bound: float = BOUND_S) -> None:
         self.deadline = time.monotonic() + bound
+        self.bound = bound
         self._memo = memo
         self._obs: Observation | None = None
         self._error: BaseException | None = None
@@ -433,7 +441,9 @@ class Probe:
             )
         try:
             now = current or head(reader) or answered
-            return judge(obs, reader, answered, now, self.deadline, self._memo)
+            # The verdict has a bound of its own: the time the answer took is not its.
+            verdict_deadline = time.monotonic() + self.bound
+            return judge(obs, reader, answered, now, verdict_deadline, self._memo)
         except Exception as exc:
             # Freshness is said beside an answer and never fails it: a file or a row it
             # could not read makes it `unknown`, with what went wrong.
