@@ -369,9 +369,50 @@ def figures(result: dict[str, Any]) -> list[Figure]:
             note=f"{qc['count']} runs; minus process start {qc['p95_minus_start_ms']} ms; "
             f"{_outcomes(qc)}",
         ),
+        *_freshness_figures(m.get("freshness")),
         *_storage_figures(m, result["corpus"]["bytes"]),
         *_verify_figures(v, cold["wall_s"], m["blake3"]["mb_per_s"]),
     ]
+
+
+def _freshness_figures(f: dict[str, Any] | None) -> list[Figure]:
+    """What saying fresh or stale costs (ADR 0039): a tracking session's added time is
+    judged; a walk (what each CLI answer does, beside its query) is shown."""
+    if f is None:
+        return []  # a result from before freshness was measured
+    check, track = f["check"], f["track"]
+    out = [
+        _fig(
+            "freshness",
+            "walk and verdict p95 (each CLI answer)",
+            check["p95_ms"],
+            "ms",
+            note=f"p50 {check['p50_ms']} ms over {check['files']} files; "
+            f"bound {f['bound_s']} s; in a thread beside the query; {', '.join(check['states'])}",
+        ),
+        _fig("freshness", "session's first check (walk, watcher start)", f["track_first_ms"], "ms"),
+        _fig(
+            "freshness",
+            "added to an in-process query p95 (session)",
+            track["p95_ms"],
+            "ms",
+            "< 10",
+            10_000,
+            note=f"p50 {track['p50_ms']} ms; {track['count']} checks; {', '.join(track['states'])}",
+        ),
+    ]
+    stale = f.get("track_stale")
+    if stale:
+        out.append(
+            _fig(
+                "freshness",
+                "  same, one file edited (hashed)",
+                stale["p95_ms"],
+                "ms",
+                note=f"p50 {stale['p50_ms']} ms; {', '.join(stale['states'])}",
+            )
+        )
+    return out
 
 
 def _verify_figures(v: dict[str, Any], cold_wall: float, blake3: float) -> list[Figure]:

@@ -8,7 +8,8 @@
    BLAKE3 hashing, and process start (`raytsystem --help`).
 3. Through the CLI as subprocesses, the way people use it: cold `ingest --json` (wall time,
    peak memory), no-change re-ingest, one-file-change re-ingest, `query --json`, `verify --json`.
-4. In process through the library: `pipeline.query.query` on the same workspace.
+4. In process through the library: `pipeline.query.query` on the same workspace, and then
+   the freshness check's cost (`freshness.measure`; it edits one file, last).
 
 Every subprocess gets a clean environment (no `RAYTSYSTEM_*` variables) and `--workspace`.
 Nothing here judges the figures: `report` holds the targets.
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import corpus, machine, queries
+from . import corpus, freshness, machine, queries
 from .cli import Cli
 from .measure import run_process
 from .steps import (
@@ -222,6 +223,8 @@ def run(opts: Options, log: Log = _stderr_log) -> dict[str, Any]:
         m["query_cli"] = query_cli(cli, cli_texts, start["median_s"])
         log("verify")
         m["verify"] = verify(cli, corpus_info["bytes"])
+        log("freshness checks in process")
+        m["freshness"] = freshness.measure(ws, 50, edit=files[0] if files else None)
         if opts.profile:
             stem = time.strftime("%Y%m%dT%H%M%SZ", started)
             m["profile"] = profile_runs(opts, base, stem, log)

@@ -252,7 +252,7 @@ def query_in_process(ws: Path, texts: list[str]) -> dict[str, Any]:
         for i, text in enumerate(["warm up", *texts]):
             started = time.perf_counter()
             try:
-                status = query(reader, blobs, index_dir, text, limit=5)["status"]
+                status = query(reader, blobs, index_dir, text, limit=5).status
             except RaytError as exc:
                 status = f"error:{exc.code}"
             elapsed = (time.perf_counter() - started) * 1000

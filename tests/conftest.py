@@ -302,3 +302,21 @@ def process_one(rel: str, disk: Path, raw_root: Path, max_bytes: int) -> Any:
     )
     store.publish(result.staged)
     return result
+
+
+def mcp_server(ws: Path, *args: str, **extra_env: str) -> Any:
+    """`raytsystem mcp ARGS` for `ws` as an MCP client starts it: a process on stdio."""
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(("RAYTSYSTEM_", "PYTHON", "PATH", "HOME"))
+    }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "raytsystem", "--workspace", str(ws), "mcp", *args],
+        env=env | extra_env,
+        cwd=str(ws),
+    )

@@ -16,12 +16,20 @@ ledger through a read-only snapshot (`storage.reader`, no SQLAlchemy on that pat
 query process starts fast), the other operations through the ledger's engine, opened once
 per session. Writers (ingest, review, index rebuild, unpack) take the workspace's writer
 lock. Errors are `errors.RaytError`s with stable codes.
+
+Every answer (`query`, `search`, `bundle`) carries the workspace's freshness against the
+generation it came from (`pipeline.freshness`), attached here so that every front end has it.
+How it is found is the session's `freshness` mode: "track" (the default, for a long-lived
+process: one walk of the workspace, then the OS's change notifications), "check" (one bounded
+walk per answer, beside the answer in a thread), "fork" (the same walk in a child process, on
+another core: the CLI's, a one-shot process that has no other thread when it asks) or "off".
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +37,14 @@ from .workspace import Workspace, init_workspace
 
 if TYPE_CHECKING:
     # The result types, named here for the front ends and programs that use them.
+    from .pipeline.freshness import FreshAnswer as FreshAnswer
+    from .pipeline.freshness import Freshness as Freshness
+    from .pipeline.freshness import Probe, Tracker
     from .pipeline.ingest import IngestReport as IngestReport
     from .pipeline.query import Answer as Answer
     from .pipeline.query import Citation as Citation
     from .pipeline.verify_report import VerifyReport as VerifyReport
+    from .pipeline.watch import WatchEvent as WatchEvent
     from .progress import Progress
     from .storage.blobs import DiskBlobStore
     from .storage.db import Ledger
@@ -40,9 +52,12 @@ if TYPE_CHECKING:
 
 _RESULT_TYPES = {
     "Answer": "pipeline.query",
+    "FreshAnswer": "pipeline.freshness",
+    "Freshness": "pipeline.freshness",
     "Citation": "pipeline.query",
     "IngestReport": "pipeline.ingest_run",
     "VerifyReport": "pipeline.verify_report",
+    "WatchEvent": "pipeline.watch",
 }
 
 
@@ -58,6 +73,17 @@ def __getattr__(name: str) -> Any:
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
+FRESHNESS_MODES = ("track", "check", "fork", "off")
+
+
+def stop_on_signals(
+    stop: threading.Event, busy: Callable[[], bool], said: Callable[[str], None]
+) -> contextlib.AbstractContextManager[None]:
+    """For `Session.watch` in a process's main thread: Ctrl-C and SIGTERM set `stop`, and an
+    ingest under way (`busy()`) finishes before the loop ends; `said` tells the user so."""
+    from .pipeline.watch import stop_on_signals as stopping
+
+    return stopping(stop, busy, said)
 
 
 def prepare_process() -> bool:
@@ -75,12 +101,21 @@ class Session:
     workspace's root) or absolute."""
 
     def __init__(
-        self, ws: Workspace, database_url: str | None = None, *, cwd: Path | None = None
+        self,
+        ws: Workspace,
+        database_url: str | None = None,
+        *,
+        cwd: Path | None = None,
+        freshness: str = "track",
     ) -> None:
+        if freshness not in FRESHNESS_MODES:
+            raise ValueError(f"freshness mode {freshness!r} is not one of {FRESHNESS_MODES}")
         self.ws = ws
         self.database_url = database_url or ws.default_database_url
         self.cwd = cwd or ws.root
+        self.freshness_mode = freshness
         self._ledger: Ledger | None = None
+        self._tracker: Tracker | None = None
 
     @classmethod
     def open(
@@ -89,11 +124,12 @@ class Session:
         *,
         database_url: str | None = None,
         cwd: Path | None = None,
+        freshness: str = "track",
     ) -> Session:
         """The workspace at `workspace`, or the nearest one at or above `cwd`."""
         here = cwd or Path.cwd()
         ws = Workspace.named(here / workspace) if workspace else Workspace.find(here)
-        return cls(ws, database_url, cwd=here)
+        return cls(ws, database_url, cwd=here, freshness=freshness)
 
     @classmethod
     def init(
@@ -114,6 +150,9 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        if self._tracker is not None:
+            self._tracker.close()
+            self._tracker = None
         if self._ledger is not None:
             self._ledger.close()
             self._ledger = None
@@ -186,6 +225,47 @@ class Session:
             allow_empty=allow_empty,
         )
 
+    def watch(
+        self,
+        report: Callable[[WatchEvent], None],
+        stop: threading.Event,
+        *,
+        debounce_ms: int | None = None,
+        max_wait_ms: int | None = None,
+        jobs: int | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        on_ingest: Callable[[bool], None] | None = None,
+    ) -> int:
+        """Ingest now and whenever the workspace's files change, until `stop` is set (an
+        ingest under way finishes first); `report` gets each generation made and each failed
+        ingest. Returns how many generations were made."""
+        from .pipeline import watch
+
+        return watch.watch(
+            self.ws,
+            lambda: self.ingest(jobs=jobs, lock_timeout=lock_timeout),
+            report,
+            stop,
+            debounce_ms=debounce_ms or watch.DEBOUNCE_MS,
+            max_wait_ms=max_wait_ms or watch.MAX_WAIT_MS,
+            on_ingest=on_ingest,
+        )
+
+    def install_hooks(self) -> list[dict[str, str]]:
+        """Git hooks (post-commit, post-merge, post-checkout) that run an ingest, added to
+        any hooks there are."""
+        import sys
+
+        from .githooks import install
+
+        return install(self.ws.root, sys.executable)
+
+    def uninstall_hooks(self) -> list[dict[str, str]]:
+        """Remove what `install_hooks` added, and only that."""
+        from .githooks import uninstall
+
+        return uninstall(self.ws.root)
+
     def review(
         self, generation: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     ) -> dict[str, Any]:
@@ -229,12 +309,15 @@ class Session:
         limit: int = 5,
         generation: str | None = None,
         expect_generation: str | None = None,
-    ) -> Answer:
-        """An answer from verified, confirmed claims, or a gap; fails closed on a mismatch."""
+    ) -> FreshAnswer:
+        """An answer from verified, confirmed claims, or a gap; fails closed on a mismatch.
+        Its `freshness` says whether the workspace still matches its generation."""
+        from .pipeline.freshness import FreshAnswer
         from .pipeline.query import query
 
+        probe = self._probe()
         with self._reader() as reader:
-            return query(
+            answer = query(
                 reader,
                 self.blobs,
                 self.ws.index_dir,
@@ -243,6 +326,8 @@ class Session:
                 generation=generation,
                 expect_generation=expect_generation,
             )
+            fresh = None if probe is None else probe.result(reader, answer.generation)
+        return FreshAnswer.of(answer, fresh)
 
     def search(
         self, text: str, *, limit: int = 10, claims: bool = False, generation: str | None = None
@@ -251,8 +336,9 @@ class Session:
         from .pipeline.search import search
 
         kind = "claim" if claims else "segment"
+        probe = self._probe()
         with self._reader() as reader:
-            return search(
+            result = search(
                 reader,
                 self.blobs,
                 self.ws.index_dir,
@@ -261,6 +347,7 @@ class Session:
                 kind=kind,
                 generation=generation,
             )
+            return self._with_freshness(result, probe, reader)
 
     def bundle(
         self, task: str, *, max_tokens: int = 4000, generation: str | None = None
@@ -268,8 +355,9 @@ class Session:
         """A deterministic, verified context bundle for an agent about to do `task`."""
         from .pipeline.bundle import bundle
 
+        probe = self._probe()
         with self._reader() as reader:
-            return bundle(
+            result = bundle(
                 reader,
                 self.blobs,
                 self.ws.index_dir,
@@ -277,6 +365,51 @@ class Session:
                 max_tokens=max_tokens,
                 generation=generation,
             )
+            return self._with_freshness(result, probe, reader)
+
+    def freshness(self, generation: str | None = None) -> Freshness:
+        """Whether the workspace's files still match `generation` (default: the current
+        one), as an answer from it would say."""
+        from .pipeline.freshness import Freshness
+        from .storage import generations
+
+        probe = self._probe()
+        with self._reader() as reader:
+            gen = generations.generation_or_head(reader, generation)
+            if probe is None:
+                return Freshness("unknown", 0, (), gen.number, "the check is off")
+            return probe.result(reader, gen)
+
+    # --- freshness -------------------------------------------------------------------------
+
+    def _probe(self) -> Probe | None:
+        """Start looking at the workspace for an answer about to be made (None: "off")."""
+        from .pipeline.freshness import Probe, Tracker, observe, observe_forked
+
+        if self.freshness_mode == "off":
+            return None
+        if self.freshness_mode == "track":
+            if self._tracker is None:
+                self._tracker = Tracker(self.ws)
+            return self._tracker.probe()
+        ws = self.ws
+        if self.freshness_mode == "fork":
+            forked = observe_forked(ws)
+            if forked is not None:
+                return Probe(forked, None)
+        return Probe(lambda deadline: observe(ws, deadline), None)
+
+    @staticmethod
+    def _with_freshness(
+        result: dict[str, Any], probe: Probe | None, reader: Reader
+    ) -> dict[str, Any]:
+        from .pipeline.freshness import with_freshness
+        from .storage import generations
+
+        if probe is None:
+            return result
+        answered = generations.generation(reader, result["generation"]["hash"])
+        return with_freshness(result, probe.result(reader, answered))
 
     def evaluate(
         self, dataset: Path, *, k: int | None = None, generation: str | None = None

@@ -37,6 +37,9 @@ class App:
     workspace_arg: Path | None
     database_url: str | None
     cwd: Path = field(default_factory=Path.cwd)
+    # One answer per process: a walk per answer, in a child process beside it ("fork"); the
+    # servers set "track".
+    freshness: str = "fork"
     _session: Session | None = None
 
     @property
@@ -45,7 +48,10 @@ class App:
             from .api import Session
 
             self._session = Session.open(
-                self.workspace_arg, database_url=self.database_url, cwd=self.cwd
+                self.workspace_arg,
+                database_url=self.database_url,
+                cwd=self.cwd,
+                freshness=self.freshness,
             )
         return self._session
 
@@ -333,13 +339,117 @@ def bundle(app: App, task: str, max_tokens: int, generation: str | None, as_json
     emit(result, as_json, lambda: render.bundle(result))
 
 
+def debounce_options(f: F) -> F:
+    f = click.option(
+        "--max-wait",
+        type=click.IntRange(100, 600_000),
+        default=10_000,
+        show_default=True,
+        help="Most milliseconds to wait after a first change while changes go on.",
+    )(f)
+    return click.option(
+        "--debounce",
+        type=click.IntRange(10, 60_000),
+        default=300,
+        show_default=True,
+        help="Milliseconds without a new change before an ingest starts.",
+    )(f)
+
+
 @cli.command()
+@debounce_options
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 64),
+    help="Processes that parse files, the writer included (default: cores, at most 8).",
+)
+@lock_timeout_option
+@json_option
 @click.pass_obj
-def mcp(app: App) -> None:
+def watch(
+    app: App,
+    debounce: int,
+    max_wait: int,
+    jobs: int | None,
+    lock_timeout: float,
+    as_json: bool,
+) -> None:
+    """Ingest now and whenever the workspace's files change; one line per generation made.
+    Ctrl-C stops it between ingests."""
+    import threading
+
+    from .api import WatchEvent, stop_on_signals
+
+    session = app.session
+    session.ledger(create=True)
+    stop = threading.Event()
+    busy = threading.Event()
+
+    def report(event: WatchEvent) -> None:
+        if as_json:
+            click.echo(json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":")))
+        else:
+            click.echo(event.line(), err=event.kind == "error")
+
+    def said(message: str) -> None:
+        click.echo(message, err=True)
+
+    with stop_on_signals(stop, busy.is_set, said):
+        if not as_json:
+            said(f"watching {session.ws.root} (Ctrl-C to stop)")
+        session.watch(
+            report,
+            stop,
+            debounce_ms=debounce,
+            max_wait_ms=max_wait,
+            jobs=jobs,
+            lock_timeout=lock_timeout,
+            on_ingest=lambda running: busy.set() if running else busy.clear(),
+        )
+    if not as_json:
+        said("stopped")
+
+
+@cli.group()
+def hooks() -> None:
+    """Git hooks that run an ingest after a commit, a merge and a checkout."""
+
+
+@hooks.command("install")
+@json_option
+@click.pass_obj
+def hooks_install(app: App, as_json: bool) -> None:
+    """Add post-commit, post-merge and post-checkout hooks that run an ingest (existing hooks
+    keep their lines; the ingest runs in the background and never fails the git command)."""
+    result = app.session.install_hooks()
+    emit({"hooks": result}, as_json, lambda: render.hooks(result))
+
+
+@hooks.command("uninstall")
+@json_option
+@click.pass_obj
+def hooks_uninstall(app: App, as_json: bool) -> None:
+    """Remove the lines `hooks install` added, and only those."""
+    result = app.session.uninstall_hooks()
+    emit({"hooks": result}, as_json, lambda: render.hooks(result))
+
+
+@cli.command()
+@click.option(
+    "--watch",
+    "watching",
+    is_flag=True,
+    help="Also ingest whenever the workspace's files change (as `raytsystem watch`).",
+)
+@debounce_options
+@click.pass_obj
+def mcp(app: App, watching: bool, debounce: int, max_wait: int) -> None:
     """Run a read-only MCP server on stdio (tools: query, search, show, bundle, verify)."""
     from .mcp_server import run_stdio
 
-    run_stdio(app.session)
+    app.freshness = "track"  # one process, many answers: follow the changes
+    run_stdio(app.session, watch=watching, debounce_ms=debounce, max_wait_ms=max_wait)
 
 
 @cli.command()
@@ -391,6 +501,7 @@ def serve(app: App, host: str, port: int) -> None:
         )
     from .universe.server import serve as run
 
+    app.freshness = "track"  # one process, many answers: follow the changes
     run(app.session, host, port)
 
 

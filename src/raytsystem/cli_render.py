@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from .api import Answer, IngestReport, VerifyReport
+    from .api import FreshAnswer, IngestReport, VerifyReport
 
 
 def init(workspace: str, created: list[str]) -> None:
@@ -120,10 +120,22 @@ def diff(r: dict[str, Any]) -> None:
         click.echo("no claim added, removed or changed in status")
 
 
-def query(answer: Answer) -> None:
+def freshness(r: dict[str, Any] | None, number: int) -> None:
+    """The one line that says whether the workspace still matches the answer's generation."""
+    if r is None:
+        return
+    from .api import Freshness
+
+    click.echo(Freshness(r["state"], r["changed"], tuple(r["examples"]), number).line())
+
+
+def query(answer: FreshAnswer) -> None:
     g = answer.generation
+    fresh = answer.freshness
     if answer.status == "gap":
         click.echo(f"gap: no confirmed claim answers this (generation {g.number} {g.hash[:16]})")
+        if fresh is not None:
+            click.echo(fresh.line())
         return
     click.echo(answer.answer)
     click.echo()
@@ -136,6 +148,8 @@ def query(answer: Answer) -> None:
                 f"[{c.number}] {where}  ({c.claim.authority}, {e.role})  sha256 {e.sha256[:16]}"
             )
     click.echo(f"verified against generation {g.number} {g.hash[:16]}")
+    if fresh is not None:
+        click.echo(fresh.line())
 
 
 def search(r: dict[str, Any]) -> None:
@@ -149,6 +163,7 @@ def search(r: dict[str, Any]) -> None:
         click.echo(f"{where}  [{h['kind']}]  {heading}")
         body = " ".join(h["text"].split())
         click.echo(f"    {body[:200]}{'…' if len(body) > 200 else ''}")
+    freshness(r.get("freshness"), r["generation"]["number"])
 
 
 def review(r: dict[str, Any]) -> None:
@@ -249,6 +264,7 @@ def bundle(r: dict[str, Any]) -> None:
         click.echo("read in full before acting: " + ", ".join(r["must_read"]))
     if r["omitted"]:
         click.echo(f"{len(r['omitted'])} more items did not fit the budget")
+    freshness(r.get("freshness"), r["generation"]["number"])
 
 
 def universe(r: dict[str, Any], max_nodes: int) -> None:
@@ -271,3 +287,8 @@ def rebuilt_index(r: dict[str, Any]) -> None:
     if r["previous_rows_digest"]:
         same = "same as" if r["same_as_previous"] else "DIFFERENT from"
         click.echo(f"  {same} the index it replaced")
+
+
+def hooks(rows: list[dict[str, str]]) -> None:
+    for row in rows:
+        click.echo(f"{row['action']:>8}  {row['hook']}")

@@ -326,3 +326,58 @@ class Discovery:
         if posixpath.splitext(rel)[1].lower() in UNREADABLE_SUFFIXES:
             return "unsupported_type"
         return None
+
+
+class Selection:
+    """Discovery's decision one path at a time, for a reader that walks the workspace itself
+    to compare stats (the freshness check): the same rules, each folder's `.gitignore` read
+    as the walk enters it (`enter`)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self._discovery = Discovery(ws)
+        self._real_root = ws.root.resolve()
+        self._root = ws.root
+        self._ignores = self._discovery._gitignores_above(())
+
+    def enter(self, rel_dir: str, entries: Sequence[os.DirEntry[str]]) -> None:
+        """The walk reads the folder `rel_dir` ("" for the root, which is read already)."""
+        if rel_dir:
+            for entry in entries:
+                if entry.name == GITIGNORE:
+                    self._ignores.load(unicodedata.normalize("NFC", rel_dir), entry.path)
+
+    def pruned(self, rel_dir: str) -> bool:
+        """Whether discovery would not walk the folder `rel_dir` at all."""
+        return self._pruned(rel_dir, self._ignores)
+
+    def _pruned(self, rel_dir: str, ignores: GitIgnores) -> bool:
+        name = rel_dir.rpartition("/")[2]
+        return (
+            name in RESERVED_ANY
+            or ("/" not in rel_dir and name in RESERVED_TOP)
+            or self._discovery._pruned(unicodedata.normalize("NFC", rel_dir), ignores)
+        )
+
+    def candidate_of(self, rel: str, entry: os.DirEntry[str]) -> Candidate | None:
+        """What discovery makes of the file `entry` met at `rel` (not NFC-normalized yet) by
+        a walk that entered its folders: a Candidate, or None (passed over, refused)."""
+        item = self._discovery._candidate(
+            unicodedata.normalize("NFC", rel), entry, self._real_root, self._ignores, explicit=False
+        )
+        return item if isinstance(item, Candidate) else None
+
+    def candidate(self, rel: str) -> Candidate | None:
+        """The selected file at workspace path `rel` as discovery would find it, or None (not
+        there, passed over, refused), with the `.gitignore`s of every folder above it."""
+        if not rel:
+            return None
+        disk = os.path.join(self._real_root, *rel.split("/"))
+        # Discovery walks no symlinked folder: every folder on the way must be a real one.
+        if os.path.realpath(os.path.dirname(disk)) != os.path.dirname(disk):
+            return None
+        ignores = self._discovery._gitignores_above([rel])
+        folders = rel.split("/")[:-1]
+        if any(self._pruned("/".join(folders[: i + 1]), ignores) for i in range(len(folders))):
+            return None
+        item = self._discovery._candidate(rel, disk, self._real_root, ignores, explicit=False)
+        return item if isinstance(item, Candidate) else None

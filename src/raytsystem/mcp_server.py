@@ -1,9 +1,11 @@
 """`raytsystem mcp`: a read-only MCP server on stdio for AI clients.
 
 Tools: `query` (the same JSON as `raytsystem query --json`), `search`, `show`, `bundle`,
-`verify`. The workspace and the ledger are fixed when the server starts; no tool takes a
-filesystem path or a database URL, and none writes anything. Every result carries the
-generation hash it was made from. A RaytError, or the memory running out (`out_of_memory`),
+`verify`. Answers carry `freshness` (the session follows the workspace's changes), and with
+`--watch` the server also ingests those changes as they come (a loop beside the tools). The
+workspace and the ledger are fixed when the server starts; no tool takes a filesystem path or
+a database URL, and no tool writes anything. Every result carries the generation hash it was
+made from. A RaytError, or the memory running out (`out_of_memory`),
 becomes a tool error whose text is the JSON error envelope (`{"error": {"code", "message"}}`),
 so a client sees the same stable codes as the CLI (`errors.reportable`).
 """
@@ -95,8 +97,43 @@ def build_server(session: Session) -> MCPServer:
     return server
 
 
-def run_stdio(session: Session) -> None:
-    anyio.run(_serve_stdio, build_server(session))
+def run_stdio(
+    session: Session,
+    *,
+    watch: bool = False,
+    debounce_ms: int | None = None,
+    max_wait_ms: int | None = None,
+) -> None:
+    """Serve on stdio until the client leaves. With `watch`, the server also ingests whenever
+    the workspace's files change (`Session.watch`, in a thread of its own; what it reports
+    goes to stderr, stdout being the protocol's), so every answer comes from the current
+    files; an ingest under way when the client leaves finishes first."""
+    server = build_server(session)
+    if not watch:
+        anyio.run(_serve_stdio, server)
+        return
+    import sys
+    import threading
+
+    session.ledger(create=True)  # opened once, before the threads that share it
+    stop = threading.Event()
+
+    def report(event: Any) -> None:
+        print(json.dumps(event.to_json(), ensure_ascii=False), file=sys.stderr, flush=True)
+
+    def loop() -> None:
+        try:
+            session.watch(report, stop, debounce_ms=debounce_ms, max_wait_ms=max_wait_ms)
+        except Exception as exc:  # the server keeps answering without its watcher
+            print(f"raytsystem mcp: the watch loop stopped: {exc}", file=sys.stderr, flush=True)
+
+    watcher = threading.Thread(target=loop, name="raytsystem-watch", daemon=True)
+    watcher.start()
+    try:
+        anyio.run(_serve_stdio, server)
+    finally:
+        stop.set()
+        watcher.join()
 
 
 async def _serve_stdio(server: MCPServer) -> None:

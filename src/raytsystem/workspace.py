@@ -143,6 +143,11 @@ class Workspace:
         # Loaded on first use: the read commands (query, search, show) never need it.
         return load_config(self.root)
 
+    def reload_config(self) -> None:
+        """Read raytsystem.toml again on next use (a long-running watch saw it change)."""
+        for name in ("config", "_includes", "_excludes"):
+            self.__dict__.pop(name, None)
+
     @classmethod
     def named(cls, root: Path) -> Workspace:
         """The workspace a user named (`--workspace`): a folder that holds a raytsystem.toml.

@@ -448,11 +448,15 @@ def _tidy_indexes(run: Run, generation: generations.GenerationRef | None) -> Non
 def _save_stat_cache(
     run: Run, scan: _Scan, cache: StatCache, current: generations.GenerationRef | None
 ) -> None:
+    # A file that made no source (binary, too large, undecodable) or was kept at its last good
+    # revision is recorded with revision "": no ingest trusts such an entry (it matches no active revision), but the freshness
+    # check reads it as "this file is as the generation saw it". A file that could not be
+    # read is not recorded: the generation did not see it.
+    unread = {f.subject for f in run.report.findings if f.code == "read_error"}
     entries = [
-        (c.path, c.stat, rev)
+        (c.path, c.stat, _stat_cache_revision(run, c.path))
         for c in scan.candidates
-        if c.path not in run.kept_paths  # read again next time: it may be good again
-        and (rev := _cached_revision(c.path, run.active, run.changed))
+        if c.path not in unread
     ]
     cache.save(
         current.hash if current else None,
@@ -476,6 +480,14 @@ def _current_adapter(path: str) -> str:
 @functools.lru_cache(maxsize=16)
 def _adapter_key_for(media_type: str) -> str:
     return adapter_key(adapter_for(media_type))
+
+
+def _stat_cache_revision(run: Run, path: str) -> str:
+    """The revision a stat cache entry vouches for: none ("") for a file kept at its last
+    good revision, which is read again next time (it may be good again)."""
+    if path in run.kept_paths:
+        return ""
+    return _cached_revision(path, run.active, run.changed)
 
 
 def _cached_revision(
