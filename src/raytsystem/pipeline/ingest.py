@@ -54,6 +54,7 @@ from .indexing import SourceForIndex, index_rows, rebuild
 from .ingest_run import IngestReport, Run
 from .manual import resolve_manual
 from .parallel import BATCH, batches, few_collections, results, side_thread
+from .screen import screen_for
 
 SUMMARY_PATHS = 100  # paths a generation's summary lists of the sources added and removed
 
@@ -83,6 +84,7 @@ def ingest(
     ):
         _settle_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         run = _start(ws, ledger, blobs, stage, side)
+        run.screen = screen_for(ws)
         cache = StatCache(
             ws.state_dir / "statcache.sqlite3", run.parent.hash if run.parent else None
         )
@@ -221,6 +223,7 @@ def _tasks(run: Run, scan: _Scan, cache: StatCache, staging_dir: str) -> list[Fi
                 a.blob if a else None,
                 a.adapter if a else None,
                 a.text_blob if a else None,
+                run.screen,
             )
         )
     return tasks
@@ -429,7 +432,9 @@ def _save_stat_cache(
     entries = [
         (c.path, c.stat, rev)
         for c in scan.candidates
-        if (rev := _cached_revision(c.path, run.active, run.changed))
+        # A quarantined file is read again each time: the cache would vouch for its revision.
+        if c.path not in run.quarantined
+        and (rev := _cached_revision(c.path, run.active, run.changed))
     ]
     cache.save(
         current.hash if current else None,

@@ -33,6 +33,7 @@ from ..workspace import Workspace, is_note
 from .files import FileResult, KeptFile
 from .indexing import SourceForIndex, index_rows
 from .parallel import wait_out
+from .screen import Screen
 
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 
@@ -111,6 +112,10 @@ class Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, KeptFile] = field(default_factory=dict)
     removed_paths: list[str] = field(default_factory=list)
+    screen: Screen = field(
+        default_factory=Screen
+    )  # what the workers keep out of the store (pipeline/screen.py)
+    quarantined: set[str] = field(default_factory=set)  # paths the screen refused
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     parent_index: Path | None = None  # the parent generation's index file
     parent_index_usable: bool = False  # it is there and records the parent (`index_file.usable`)
@@ -187,6 +192,8 @@ class Run:
         self.report.findings.extend(r.findings)
         if r.outcome == "unchanged":
             self.report.unchanged += 1
+        elif r.outcome == "quarantined":
+            self.quarantined.add(r.path)  # its source keeps the revision it had, if any
         elif r.outcome == "skipped" and r.path in self.active:
             self.removed_paths.append(r.path)  # its content can no longer be ingested
 

@@ -1,0 +1,204 @@
+"""Secrets never enter the knowledge base (issue 38, ADR 0034).
+
+The secrets are made up at test time from a seeded generator (a committed literal key would
+trip the scanners this feature is about): an AWS-style access key ID and secret key, a
+GitHub-style token, an RSA private key block, a password in a URL and a high-entropy
+`API_KEY=` assignment, each in a Markdown, a plain-text and a Python file. After an ingest,
+none of their bytes is anywhere under `_raw/` or `.raytsystem/` (packs included: the search
+is over the files' bytes) nor in any command's output.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_cli, write
+
+B64 = string.ascii_letters + string.digits + "+/"
+ALNUM = string.ascii_letters + string.digits
+
+
+def made_up_secrets(seed: int = 38) -> dict[str, tuple[str, str]]:
+    """kind -> (the secret's value, the text that holds it), fresh random values."""
+    rnd = random.Random(seed)
+
+    def pick(alphabet: str, n: int) -> str:
+        return "".join(rnd.choice(alphabet) for _ in range(n))
+
+    key_id = "AKIA" + pick(string.ascii_uppercase + string.digits, 16)
+    secret_key = pick(B64, 40)
+    token = "ghp_" + pick(ALNUM, 36)
+    key_body = "\n".join(pick(B64, 64) for _ in range(6))
+    password = pick(ALNUM, 16)
+    api_key = pick("0123456789abcdef", 40)
+    return {
+        "aws_key_id": (key_id, f"The deploy user's key id is {key_id} for now."),
+        "aws_secret": (secret_key, f"aws_secret_access_key = {secret_key}"),
+        "github_token": (token, f"Use the token {token} to push."),
+        "private_key": (
+            key_body.split("\n")[2],
+            "-----BEGIN RSA PRIVATE KEY-----\n" + key_body + "\n-----END RSA PRIVATE KEY-----",
+        ),
+        "url_password": (
+            password,
+            f"The database is at postgres://app:{password}@db.internal/app.",
+        ),
+        "api_key": (api_key, f"API_KEY={api_key}"),
+    }
+
+
+def embed(rel: str, body: str) -> str:
+    """A document of the file's kind with `body` in its middle."""
+    if rel.endswith(".py"):
+        return f'"""Settings."""\n\nNAME = "deploy"\n{_py_lines(body)}\nRETRIES = 3\n'
+    if rel.endswith(".md"):
+        return f"# Deploy\n\nThe deploy runs nightly.\n\n{body}\n\nIt takes five minutes.\n"
+    return f"Deploy notes.\n\nThe deploy runs nightly.\n{body}\nIt takes five minutes.\n"
+
+
+def _py_lines(body: str) -> str:
+    if "\n" in body:
+        return 'KEY = """\n' + body + '\n"""'
+    if "=" in body and body.split("=")[0].strip().isidentifier():
+        name, value = (part.strip() for part in body.split("=", 1))
+        return f'{name.upper()} = "{value}"'
+    return f"# {body}"
+
+
+def plant(ws: Path) -> dict[str, str]:
+    """Write every made-up secret into a .md, a .txt and a .py file; path -> secret value."""
+    planted: dict[str, str] = {}
+    for kind, (value, body) in made_up_secrets().items():
+        for ext in ("md", "txt", "py"):
+            rel = f"docs/{kind}.{ext}"
+            write(ws, rel, embed(rel, body))
+            planted[rel] = value
+    return planted
+
+
+def stored_bytes(ws: Path) -> list[tuple[Path, bytes]]:
+    return [
+        (p, p.read_bytes())
+        for top in ("_raw", ".raytsystem")
+        for p in sorted((ws / top).rglob("*"))
+        if p.is_file()
+    ]
+
+
+def ingest_json(ws: Path) -> dict:
+    result = run_cli("ingest", "--json", cwd=ws)
+    assert result.code == 0, result.stdout + result.stderr
+    return result.json()
+
+
+def test_a_file_with_a_secret_is_quarantined_and_its_bytes_are_nowhere(workspace: Path) -> None:
+    ws = workspace
+    planted = plant(ws)
+    write(ws, "docs/clean.md", "# Clean\n\nThe deploy runs nightly from the main branch.\n")
+    ingested = run_cli("ingest", "--json", cwd=ws)
+    assert ingested.code == 0, ingested.stderr
+    report = ingested.json()
+    found = {
+        f["subject"].rsplit(":", 1)[0] for f in report["findings"] if f["code"] == "secret_detected"
+    }
+    assert found == set(planted), sorted(set(planted) ^ found)
+    for f in report["findings"]:
+        if f["code"] == "secret_detected":
+            path, line = f["subject"].rsplit(":", 1)
+            assert int(line) >= 1 and f["severity"] == "error"
+    assert report["counts"]["new_sources"] == 1  # only the clean file became a source
+
+    outputs = [ingested.stdout + ingested.stderr]
+    for args in (
+        ("status", "--json"),
+        ("search", "deploy", "--json"),
+        ("query", "deploy token key", "--json"),
+        ("verify", "--json"),
+        ("generations", "--json"),
+        ("history", "docs/github_token.md", "--json"),
+        ("review", "--json"),
+        ("scan", "--json"),
+        ("scan",),
+        ("ingest",),
+    ):
+        result = run_cli(*args, cwd=ws)
+        outputs.append(result.stdout + result.stderr)
+    values = set(planted.values())
+    for out in outputs:
+        for value in values:
+            assert value not in out
+    files = stored_bytes(ws) + [(p, p.read_bytes()) for p in (ws / "ops").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "packs" for p, _ in files), "the clean file's pack is there"
+    for path, data in files:
+        for value in values:
+            assert value.encode() not in data, f"{value[:4]}... in {path}"
+
+
+def test_allowlist_comment_and_baseline_accept_a_false_positive(workspace: Path) -> None:
+    ws = workspace
+    token = made_up_secrets(7)["github_token"][0]
+    other = made_up_secrets(8)["github_token"][0]
+    write(
+        ws, "docs/pragma.md", f"# A\n\nAn example token {token} <!-- pragma: allowlist secret -->\n"
+    )
+    write(ws, "docs/listed.md", f"# B\n\nThe sample token {other} is revoked.\n")
+    first = ingest_json(ws)
+    flagged = [f["subject"] for f in first["findings"] if f["code"] == "secret_detected"]
+    assert flagged == ["docs/listed.md:3"]
+    # The team's baseline, made by detect-secrets itself, accepts the listed one.
+    made = subprocess.run(
+        [sys.executable, "-m", "detect_secrets", "scan", "docs/listed.md"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (ws / ".secrets.baseline").write_text(made.stdout, encoding="utf-8")
+    second = ingest_json(ws)
+    assert [f for f in second["findings"] if f["code"] == "secret_detected"] == []
+    assert second["counts"]["new_sources"] == 1
+    # An audit that marks it a real secret takes the acceptance back.
+    baseline = json.loads(made.stdout)
+    for entries in baseline["results"].values():
+        for entry in entries:
+            entry["is_secret"] = True
+    (ws / ".secrets.baseline").write_text(json.dumps(baseline), encoding="utf-8")
+    write(ws, "docs/listed.md", f"# B\n\nThe sample token {other} is revoked, really.\n")
+    third = ingest_json(ws)
+    assert [f["subject"] for f in third["findings"] if f["code"] == "secret_detected"] == [
+        "docs/listed.md:3"
+    ]
+
+
+def test_a_broken_baseline_fails_with_its_code(workspace: Path) -> None:
+    write(workspace, "docs/a.md", "Alpha.\n")
+    (workspace / ".secrets.baseline").write_text("{not json", encoding="utf-8")
+    result = run_cli("ingest", "--json", cwd=workspace)
+    assert result.code != 0
+    assert result.json()["error"]["code"] == "secrets_baseline_invalid"
+
+
+def test_a_clean_revision_stays_active_when_an_edit_adds_a_secret(workspace: Path) -> None:
+    ws = workspace
+    write(ws, "docs/ops.md", "# Ops\n\nThe pager rotates weekly.\n")
+    first = ingest_json(ws)
+    value, body = made_up_secrets(3)["aws_key_id"]
+    write(ws, "docs/ops.md", f"# Ops\n\nThe pager rotates weekly.\n\n{body}\n")
+    for _ in range(2):  # and again: the stat cache never vouches for a quarantined file
+        again = ingest_json(ws)
+        assert [f["subject"] for f in again["findings"] if f["code"] == "secret_detected"] == [
+            "docs/ops.md:5"
+        ]
+        assert again["created"] is False
+        assert again["generation"]["hash"] == first["generation"]["hash"]
+    answer = run_cli("query", "pager rotates", "--json", cwd=ws).json()
+    assert answer["status"] == "answered"
+    assert "weekly" in answer["answer"]
+    history = run_cli("history", "docs/ops.md", "--json", cwd=ws)
+    assert history.code == 0 and value not in history.stdout
+    assert len(history.json()["revisions"]) == 1
