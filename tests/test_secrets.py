@@ -202,3 +202,43 @@ def test_a_clean_revision_stays_active_when_an_edit_adds_a_secret(workspace: Pat
     history = run_cli("history", "docs/ops.md", "--json", cwd=ws)
     assert history.code == 0 and value not in history.stdout
     assert len(history.json()["revisions"]) == 1
+
+
+def test_scan_finds_what_ingest_would_refuse_and_prints_no_value(workspace: Path) -> None:
+    ws = workspace
+    planted = plant(ws)
+    write(ws, "docs/clean.md", "# Clean\n\nThe deploy runs nightly.\n")
+    write(ws, "docs/people.md", "# People\n\nMail ana@example.org or call +44 20 7946 0958.\n")
+    for args in (("scan", "--json"), ("scan",)):
+        result = run_cli(*args, cwd=ws)
+        assert result.code == 3, result.stderr
+        for value in planted.values():
+            assert value not in result.stdout + result.stderr
+        assert "ana@example.org" not in result.stdout and "7946" not in result.stdout
+    report = run_cli("scan", "--json", cwd=ws).json()
+    assert report["found"] is True
+    assert {s["path"] for s in report["secrets"]} == set(planted)
+    assert {(p["path"], p["line"], p["kind"]) for p in report["personal"]} == {
+        ("docs/people.md", 3, "email"),
+        ("docs/people.md", 3, "phone"),
+    }
+    # Nothing was stored: scan opens no ledger and writes no blob.
+    assert not any((ws / "_raw").rglob("*.pack")) and not list((ws / "_raw").rglob("blake3/*/*"))
+    # PATHS narrow it; a clean path passes (exit 0) with personal data only reported.
+    clean = run_cli("scan", "docs/clean.md", "docs/people.md", "--json", cwd=ws)
+    assert clean.code == 0, clean.stdout
+    assert clean.json()["found"] is False and len(clean.json()["personal"]) == 2
+    # Under the quarantine policy, personal data fails the scan and is kept out by ingest.
+    config = ws / "raytsystem.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(
+            'personal_data = "report"', 'personal_data = "quarantine"'
+        ),
+        encoding="utf-8",
+    )
+    assert run_cli("scan", "docs/people.md", cwd=ws).code == 3
+    report = ingest_json(ws)
+    assert {f["subject"] for f in report["findings"] if f["code"] == "personal_data"} == {
+        "docs/people.md:3"
+    }
+    assert report["counts"]["new_sources"] == 1  # docs/clean.md alone

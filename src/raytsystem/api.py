@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .pipeline.ingest import IngestReport as IngestReport
     from .pipeline.query import Answer as Answer
     from .pipeline.query import Citation as Citation
+    from .pipeline.scan import ScanReport as ScanReport
     from .pipeline.verify_report import VerifyReport as VerifyReport
     from .progress import Progress
     from .storage.blobs import DiskBlobStore
@@ -42,6 +43,7 @@ _RESULT_TYPES = {
     "Answer": "pipeline.query",
     "Citation": "pipeline.query",
     "IngestReport": "pipeline.ingest_run",
+    "ScanReport": "pipeline.scan",
     "VerifyReport": "pipeline.verify_report",
 }
 
@@ -178,6 +180,13 @@ class Session:
         return ingest(
             self.ws, ledger, scope, jobs=jobs, lock_timeout=lock_timeout, progress=progress
         )
+
+    def scan(self, paths: Sequence[str] = ()) -> ScanReport:
+        """The ingest's secret and personal-data checks over the workspace's files (or
+        `paths`), storing nothing and opening no ledger."""
+        from .pipeline.scan import scan
+
+        return scan(self.ws, [self.workspace_path(p) for p in paths])
 
     def review(
         self, generation: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT

@@ -135,6 +135,19 @@ def ingest(
 
 
 @cli.command()
+@click.argument("paths", nargs=-1)
+@json_option
+@click.pass_obj
+def scan(app: App, paths: tuple[str, ...], as_json: bool) -> None:
+    """Check the workspace's files (or PATHS) for secrets and personal data as ingest would,
+    storing nothing. Exit 3 if a secret (or quarantined personal data) is found."""
+    report = app.session.scan(paths)
+    emit(report.to_json(), as_json, lambda: render.scan(report))
+    if report.found:
+        raise SystemExit(3)
+
+
+@cli.command()
 @json_option
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:

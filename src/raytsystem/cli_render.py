@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from .api import Answer, IngestReport, VerifyReport
+    from .api import Answer, IngestReport, ScanReport, VerifyReport
 
 
 def init(workspace: str, created: list[str]) -> None:
@@ -40,6 +40,23 @@ def ingest(report: IngestReport) -> None:
     )
     for f in sorted(report.findings):
         click.echo(f"  {f.severity}[{f.code}] {f.subject}: {f.message}")
+
+
+def scan(report: ScanReport) -> None:
+    """Where the secrets and personal data are, by kind; never a value."""
+    for s in report.secrets:
+        click.echo(f"secret  {s.path}:{s.line}  {s.kind}")
+    if report.personal_data != "allow":
+        label = "personal (quarantined)" if report.personal_data == "quarantine" else "personal"
+        for p in report.personal:
+            click.echo(f"{label}  {p.path}:{p.line}  {p.kind}")
+    for f in report.not_scanned:
+        click.echo(f"  not scanned [{f.code}] {f.subject}: {f.message}")
+    verdict = "FOUND" if report.found else "clean"
+    click.echo(
+        f"{verdict}: {report.scanned} files scanned, {len(report.secrets)} secrets, "
+        f"{len(report.personal)} personal data"
+    )
 
 
 def status(r: dict[str, Any]) -> None:

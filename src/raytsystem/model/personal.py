@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 # The "valid e-mail address" of the WHATWG HTML standard, with at least one dot in the domain
-# (`user@localhost` in a runbook is a login, not an address to protect).
+# (`user@localhost` in a runbook is a login, not an address to protect), and not the
+# credentials of a URL (`scheme://user:password@host`, which the secret scan judges).
 _EMAIL = re.compile(
-    r"[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+    r"(?<![:/a-zA-Z0-9.!#$%&'*+=?^_`{|}~-])[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
     r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+"
 )
 
