@@ -242,3 +242,47 @@ def test_scan_finds_what_ingest_would_refuse_and_prints_no_value(workspace: Path
         "docs/people.md:3"
     }
     assert report["counts"]["new_sources"] == 1  # docs/clean.md alone
+
+
+def test_review_reports_personal_data_by_count_and_line(workspace: Path) -> None:
+    ws = workspace
+    write(
+        ws,
+        "docs/team.md",
+        "# Team\n\nAsk ana@example.org or bo@example.org.\n\nOn call: +1 415 555 2671.\n",
+    )
+    write(ws, "docs/plain.md", "# Plain\n\nNothing personal here, version 1.2.3.\n")
+    ingest_json(ws)
+    result = run_cli("review", "--json", cwd=ws)
+    assert result.code == 0, result.stderr
+    found = [f for f in result.json()["findings"] if f["code"] == "personal_data"]
+    assert [f["subjects"] for f in found] == [["docs/team.md"]]
+    assert "2 e-mail addresses (line 3)" in found[0]["message"]
+    assert "1 phone number (line 5)" in found[0]["message"]
+    written = "".join(p.read_text(encoding="utf-8") for p in (ws / "ops/reviews").iterdir())
+    for value in ("ana@example.org", "bo@example.org", "555 2671"):
+        assert value not in result.stdout and value not in written
+    # "allow": the team decided these belong here; review stops reporting them.
+    config = ws / "raytsystem.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(
+            'personal_data = "report"', 'personal_data = "allow"'
+        ),
+        encoding="utf-8",
+    )
+    again = run_cli("review", "--json", cwd=ws).json()
+    assert not [f for f in again["findings"] if f["code"] == "personal_data"]
+
+
+def test_personal_data_policy_must_be_known(workspace: Path) -> None:
+    config = workspace / "raytsystem.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(
+            'personal_data = "report"', 'personal_data = "hide"'
+        ),
+        encoding="utf-8",
+    )
+    result = run_cli("scan", "--json", cwd=workspace)
+    assert result.code == 5
+    assert result.json()["error"]["code"] == "config_invalid"
+    assert "ingest.personal_data" in result.json()["error"]["message"]

@@ -198,7 +198,13 @@ class Session:
 
         with self._writing(lock_timeout) as ledger, ledger.transaction() as conn:
             gen = generations.generation_or_head(conn, generation)
-            return review(conn, self.blobs, gen, self.ws.root / REVIEWS_DIR)
+            return review(
+                conn,
+                self.blobs,
+                gen,
+                self.ws.root / REVIEWS_DIR,
+                self.ws.config.ingest.personal_data,
+            )
 
     def rebuild_index(
         self,

@@ -34,18 +34,18 @@ class PersonalFinding:
 
 
 def scan_personal(path: str, text: str) -> list[PersonalFinding]:
-    """Where `text` holds e-mail addresses or phone numbers (one finding per line and kind)."""
-    found: set[PersonalFinding] = set()
+    """Where `text` holds e-mail addresses or phone numbers: one finding each, in order."""
+    found: list[PersonalFinding] = []
     starts = _line_starts(text)
     for match in _EMAIL.finditer(text):
-        found.add(PersonalFinding(path, _line_of(starts, match.start()), "email"))
+        found.append(PersonalFinding(path, _line_of(starts, match.start()), "email"))
     if "+" in text:
         import phonenumbers
 
         for number in phonenumbers.PhoneNumberMatcher(
             text, None, leniency=phonenumbers.Leniency.VALID
         ):
-            found.add(PersonalFinding(path, _line_of(starts, number.start), "phone"))
+            found.append(PersonalFinding(path, _line_of(starts, number.start), "phone"))
     return sorted(found)
 
 
