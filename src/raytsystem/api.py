@@ -206,6 +206,19 @@ class Session:
                 self.ws.config.ingest.personal_data,
             )
 
+    def purge(
+        self, target: str, reason: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> dict[str, Any]:
+        """Remove a raw blob's bytes (`target`: its address, or a source's path for every
+        revision of it) and its normalized texts' from the store, with a tombstone each."""
+        from .pipeline.purge import purge
+        from .storage.addresses import ADDRESS_RE
+
+        if not ADDRESS_RE.fullmatch(target):
+            target = self.workspace_path(target)
+        with self._writing(lock_timeout) as ledger:
+            return purge(ledger, self.blobs, target, reason).to_json()
+
     def rebuild_index(
         self,
         generation: str | None = None,

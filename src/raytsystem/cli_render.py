@@ -59,6 +59,15 @@ def scan(report: ScanReport) -> None:
     )
 
 
+def purge(r: dict[str, Any]) -> None:
+    click.echo(
+        f"purged {len(r['raw_blobs'])} raw blob(s) and {len(r['text_blobs'])} normalized "
+        f"text(s) of {r['target']}; {len(r['tombstones_recorded'])} new tombstone(s), "
+        f"{r['store_files_changed']} store file(s) removed or rewritten"
+    )
+    click.echo("  the next `raytsystem ingest` makes a generation without them")
+
+
 def status(r: dict[str, Any]) -> None:
     click.echo(f"workspace  {r['workspace']}")
     click.echo(f"database   {r['database']}")
@@ -98,6 +107,8 @@ def history(r: dict[str, Any]) -> None:
         click.echo(
             f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}"
         )
+        if t := rev.get("purged"):
+            click.echo(f"     purged {t['purged_at']}: {t['reason']}")
     if r["removed_in_generation"]:
         click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
 

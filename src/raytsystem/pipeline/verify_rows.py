@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import faults
 from ..canonical import sha256_hex
+from ..errors import BlobMissing
 from ..ids import scheme
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
@@ -111,7 +112,10 @@ def _check_texts(
         blob = norm.text_blob if norm else None
         text = None
         if blob is not None and blob in present:
-            text = store.get(blob).decode("utf-8")
+            try:
+                text = store.get(blob).decode("utf-8")
+            except BlobMissing:  # purged: it has a tombstone (`verify.check_purged`)
+                text = None
         spans = _check_segments(nid, segs, text, ids, report)
         _check_evidence(evs, spans, text, ids, report)
         if progress and (done % 500 == 0):
