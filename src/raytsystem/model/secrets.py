@@ -20,6 +20,7 @@ import functools
 import io
 import json
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,14 @@ def _scan_lines(
     on that line, and the transformer does not keep it."""
     from detect_secrets.core.potential_secret import PotentialSecret
 
-    plugins, line_filters, secret_filters, context_filters = _detector()
+    every, line_filters, secret_filters, context_filters = _detector()
+    plugins = _plugins_for("\n".join(lines))
+    if assignments:
+        # The values are quoted only once found: the high-entropy plugins' gates do not
+        # apply to the text, the keyword plugin's does.
+        plugins = every if any(_is_keyword(p) for p in plugins) else []
+    if not plugins:
+        return []
     find = _assignments if assignments else _candidates
     found: set[SecretFinding] = set()
     for number, raw_line in enumerate(lines, 1):
@@ -180,6 +188,50 @@ def _scan_lines(
                 continue
             found.add(SecretFinding(path, number, kind))
     return sorted(found)
+
+
+def _is_keyword(plugin: Any) -> bool:
+    from detect_secrets.plugins.keyword import KeywordDetector
+
+    return isinstance(plugin, KeywordDetector)
+
+
+def _plugins_for(text: str) -> list[Any]:
+    """The plugins that can find anything in `text`: each plugin's own patterns, searched
+    once over the whole text (`_gates`), leave out those that cannot match any of its lines.
+    The per-line work, Python calls for every plugin and line, is what costs (ADR 0034)."""
+    return [
+        plugin
+        for plugin, gate in _gates()
+        if gate is None or any(pattern.search(text) for pattern in gate)
+    ]
+
+
+@functools.cache
+def _gates() -> list[tuple[Any, list[re.Pattern[str]] | None]]:
+    """Each plugin with a pattern that matches somewhere in a text whenever the plugin would
+    find something on one of its lines (None: no such pattern is known; always run it).
+
+    A regex plugin's patterns, with `re.MULTILINE` so that `^` and `$` match at each line's
+    ends as they do on a line alone; a match within a line is a match within the text. The
+    keyword plugin's patterns all contain one of its keywords: their alternation, without
+    the costly rest. The high-entropy plugins', likewise (their quoted-string pattern)."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
+    from detect_secrets.plugins.keyword import DENYLIST, KeywordDetector
+
+    gates: list[tuple[Any, list[re.Pattern[str]] | None]] = []
+    for plugin in _detector()[0]:
+        patterns: list[re.Pattern[str]] | None = None
+        if isinstance(plugin, KeywordDetector):
+            patterns = [re.compile("|".join(DENYLIST), re.IGNORECASE)]
+        elif isinstance(plugin, RegexBasedDetector):
+            patterns = list(plugin.denylist)
+        elif isinstance(plugin, HighEntropyStringsPlugin):
+            patterns = [plugin.regex]
+        gate = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in patterns or ()]
+        gates.append((plugin, gate or None))
+    return gates
 
 
 def _candidates(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
