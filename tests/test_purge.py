@@ -1,4 +1,4 @@
-"""PURGE (issue 38, ADR 0034): a raw blob's bytes and its normalized texts' leave the store,
+"""PURGE (issue 38, ADR 0038): a raw blob's bytes and its normalized texts' leave the store,
 packs included; a tombstone keeps the chain verifiable; queries that would cite the purged
 bytes fail closed, and the next ingest's generation no longer answers from them."""
 

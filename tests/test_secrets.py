@@ -1,4 +1,4 @@
-"""Secrets never enter the knowledge base (issue 38, ADR 0034).
+"""Secrets never enter the knowledge base (issue 38, ADR 0038).
 
 The secrets are made up at test time from a seeded generator (a committed literal key would
 trip the scanners this feature is about): an AWS-style access key ID and secret key, a

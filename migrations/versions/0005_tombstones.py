@@ -1,4 +1,4 @@
-"""Tombstones: the record of each purged blob (ADR 0034).
+"""Tombstones: the record of each purged blob (ADR 0038).
 
 `raytsystem purge` removes a blob's bytes from the store (loose and in packs) and records
 here why and when, and which generation was current. The chain stays verifiable: verify

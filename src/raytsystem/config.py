@@ -17,7 +17,7 @@ DEFAULT_EXCLUDE: Final = ("ops/reviews/**",)
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 DEFAULT_KEEP_INDEXES: Final = 2
 # A detect-secrets baseline (`detect-secrets scan > .secrets.baseline`): the findings it lists,
-# unless audited as real, are accepted false positives (ADR 0034).
+# unless audited as real, are accepted false positives (ADR 0038).
 DEFAULT_SECRETS_BASELINE: Final = ".secrets.baseline"
 PERSONAL_DATA_POLICIES: Final = ("report", "quarantine", "allow")
 # A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
@@ -34,7 +34,7 @@ include = {json.dumps(DEFAULT_INCLUDE)}
 exclude = {json.dumps(DEFAULT_EXCLUDE)}
 # Files larger than this are skipped with a `file_too_large` finding.
 max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
-# A file with a secret in it (a key, a token, a password) is never stored (ADR 0034). A
+# A file with a secret in it (a key, a token, a password) is never stored (ADR 0038). A
 # false positive is accepted by a `pragma: allowlist secret` comment on its line, or by
 # this detect-secrets baseline file (workspace-relative; absent is fine).
 secrets_baseline = "{DEFAULT_SECRETS_BASELINE}"

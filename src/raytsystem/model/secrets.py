@@ -1,4 +1,4 @@
-"""Secrets in a file's text, found before its bytes are stored (ADR 0034).
+"""Secrets in a file's text, found before its bytes are stored (ADR 0038).
 
 The detectors are detect-secrets' own plugins (cloud keys, tokens, private keys, JWTs,
 basic-auth URLs, keyword and high-entropy assignments) and its own false-positive filters
@@ -199,7 +199,7 @@ def _is_keyword(plugin: Any) -> bool:
 def _plugins_for(text: str) -> list[Any]:
     """The plugins that can find anything in `text`: each plugin's own patterns, searched
     once over the whole text (`_gates`), leave out those that cannot match any of its lines.
-    The per-line work, Python calls for every plugin and line, is what costs (ADR 0034)."""
+    The per-line work, Python calls for every plugin and line, is what costs (ADR 0038)."""
     return [
         plugin
         for plugin, gate in _gates()

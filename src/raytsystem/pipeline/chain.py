@@ -179,7 +179,7 @@ class Checker:
         return self._raw[address]
 
     def _purged(self, address: str) -> Problem | None:
-        """A missing blob that was purged on purpose: its own code (ADR 0034)."""
+        """A missing blob that was purged on purpose: its own code (ADR 0038)."""
         found = tombstones.tombstones(self.reader, [address]).get(address)
         if found is None:
             return None

@@ -242,7 +242,7 @@ def _was_purged(a: state.ActiveSource, purged: frozenset[str]) -> bool:
 
 
 def _purged_sources(run: Run, scan: _Scan) -> list[str]:
-    """Active sources in scope whose revision was purged (ADR 0034): they leave the new
+    """Active sources in scope whose revision was purged (ADR 0038): they leave the new
     generation, unless their file now has other, clean content."""
     removed = set(run.removed_paths)
     return sorted(

@@ -1,5 +1,5 @@
 """PURGE: remove a raw blob's bytes, and its normalized texts', from the store, and record
-a tombstone for each (ADR 0034).
+a tombstone for each (ADR 0038).
 
 The store is immutable by design; a purge is the one deliberate exception, for what must
 not be kept (a leaked key, data a person asked to have removed). The chain stays

@@ -1,4 +1,4 @@
-"""The door of the store: what a file must pass before its bytes are written (ADR 0034).
+"""The door of the store: what a file must pass before its bytes are written (ADR 0038).
 
 `Screen.refuse` runs in the ingest's workers on each new file's decoded text, after the
 stat cache and before anything is stored. A file it refuses is quarantined: no raw blob, no

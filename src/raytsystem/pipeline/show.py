@@ -131,7 +131,7 @@ def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> st
 
 
 def _tombstone(conn: Connection, address: str | None) -> dict[str, Any] | None:
-    """The tombstone of a purged blob (ADR 0034), or None."""
+    """The tombstone of a purged blob (ADR 0038), or None."""
     if not address:
         return None
     found = tombstones.tombstones(conn, [address]).get(address)

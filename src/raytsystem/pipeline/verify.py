@@ -112,7 +112,7 @@ def check_blobs(store: DiskBlobStore, report: VerifyReport, progress: Progress |
 
 def check_purged(conn: Connection, present: set[str], report: VerifyReport) -> set[str]:
     """The purged blobs that are gone, each reported as `blob_purged` (info): a row that
-    names one is not missing a blob (ADR 0034). Returns them."""
+    names one is not missing a blob (ADR 0038). Returns them."""
     with_tombstone = tombstones.purged_addresses(conn)
     gone = with_tombstone - present
     for t in tombstones.tombstones(conn, sorted(gone)).values():

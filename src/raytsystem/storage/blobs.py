@@ -212,7 +212,7 @@ class DiskBlobStore:
         self._forget(str(path))
         return kept, damaged
 
-    # --- purging (ADR 0034) ------------------------------------------------------------------
+    # --- purging (ADR 0038) ------------------------------------------------------------------
 
     def purge(self, addresses: Iterable[str]) -> list[str]:
         """Remove the bytes of `addresses` from the store: a loose file is overwritten with

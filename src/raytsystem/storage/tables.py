@@ -204,7 +204,7 @@ Setting = Table(
     Column("value", Text, nullable=False),
 )
 
-# A purged blob (ADR 0034): its bytes were removed from the store on purpose, for `reason`,
+# A purged blob (ADR 0038): its bytes were removed from the store on purpose, for `reason`,
 # while generation `generation_number` (`generation_hash`) was current (null: none yet).
 # `raw` is the raw blob whose purge removed it (itself, for a raw blob; the raw blob a
 # normalized text was made from, for a text). verify accepts a missing blob that has one; a

@@ -1,4 +1,4 @@
-"""Tombstones: the ledger's record of purged blobs (table `tombstones`, ADR 0034).
+"""Tombstones: the ledger's record of purged blobs (table `tombstones`, ADR 0038).
 
 Reads take a `Rows` (the query's sqlite3 reader, or a SQLAlchemy connection through
 `as_rows`), so the query's chain check and verify read them the same way; SQLAlchemy is
