@@ -100,16 +100,21 @@ def scan_text(path: str, text: str, accepted: Accepted = Accepted()) -> list[Sec
     if _filtered(_filename_filters(), filename=path):
         return []
     plain = text.split("\n")
+    active = _plugins_for(text)  # once: searching the gates is most of the cost
     for eager in (False, True):
         lines = _transformed(path, text, eager)
         if lines is None:
             if eager:
                 break
             lines = plain
-        found = _scan_lines(path, lines, plain, accepted)
+        plugins = active if lines is plain else _plugins_for("\n".join(lines))
+        found = _scan_lines(path, lines, plain, accepted, plugins)
         if found:
             return found
-    return _scan_lines(path, plain, plain, accepted, assignments=True)
+    if not any(_is_keyword(p) for p in active):
+        return []  # an assignment needs one of the keyword plugin's keywords
+    # The values are quoted only once found: the high-entropy plugins' gates do not apply.
+    return _scan_lines(path, plain, plain, accepted, _detector()[0], assignments=True)
 
 
 def _transformed(path: str, text: str, eager: bool) -> list[str] | None:
@@ -136,6 +141,7 @@ def _scan_lines(
     lines: list[str],
     plain: list[str],
     accepted: Accepted,
+    plugins: list[Any],
     *,
     assignments: bool = False,
 ) -> list[SecretFinding]:
@@ -145,12 +151,7 @@ def _scan_lines(
     on that line, and the transformer does not keep it."""
     from detect_secrets.core.potential_secret import PotentialSecret
 
-    every, line_filters, secret_filters, context_filters = _detector()
-    plugins = _plugins_for("\n".join(lines))
-    if assignments:
-        # The values are quoted only once found: the high-entropy plugins' gates do not
-        # apply to the text, the keyword plugin's does.
-        plugins = every if any(_is_keyword(p) for p in plugins) else []
+    _, line_filters, secret_filters, context_filters = _detector()
     if not plugins:
         return []
     find = _assignments if assignments else _candidates
