@@ -58,6 +58,10 @@ def test_purge_removes_the_bytes_and_keeps_the_chain_verifiable(workspace: Path)
     failed = run_cli("query", "vault quorum rotates", "--json", cwd=ws)
     assert failed.code == 3
     assert failed.json()["error"]["code"] == "blob_purged"
+    for args in (("search", "vault quorum"), ("bundle", "vault quorum")):
+        refused = run_cli(*args, "--json", cwd=ws)
+        assert refused.code == 3, refused.stdout
+        assert refused.json()["error"]["code"] == "blob_purged"
     # The next ingest: a generation without the purged source; the file's bytes (still on
     # disk, unchanged) are not stored again.
     again = _json(ws, "ingest")

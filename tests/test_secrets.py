@@ -125,6 +125,8 @@ def test_a_file_with_a_secret_is_quarantined_and_its_bytes_are_nowhere(workspace
         ("scan", "--json"),
         ("scan",),
         ("ingest",),
+        ("bundle", "deploy key token", "--json"),
+        ("universe", "--out", str(ws / "ops" / "universe.html")),
     ):
         result = run_cli(*args, cwd=ws)
         outputs.append(result.stdout + result.stderr)
