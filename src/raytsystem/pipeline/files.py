@@ -54,9 +54,8 @@ class FileTask:
     active_blob: str | None
     active_adapter: str | None
     active_text: str | None = None  # the active normalization's text blob
-    screen: Screen = field(
-        default_factory=Screen
-    )  # what keeps secrets out of the store (pipeline/screen.py)
+    # What keeps secrets (and purged bytes) out of the store: pipeline/screen.py.
+    screen: Screen = field(default_factory=Screen)
 
 
 Row = tuple[Any, ...]  # a row in its table's column order, as a plain tuple

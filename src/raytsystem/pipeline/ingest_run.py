@@ -112,9 +112,8 @@ class Run:
     states: dict[str, SourceState] = field(default_factory=dict)
     changed: dict[str, KeptFile] = field(default_factory=dict)
     removed_paths: list[str] = field(default_factory=list)
-    screen: Screen = field(
-        default_factory=Screen
-    )  # what the workers keep out of the store (pipeline/screen.py)
+    # What the workers keep out of the store (pipeline/screen.py).
+    screen: Screen = field(default_factory=Screen)
     quarantined: set[str] = field(default_factory=set)  # paths the screen refused
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     parent_index: Path | None = None  # the parent generation's index file
