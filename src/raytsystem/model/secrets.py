@@ -219,13 +219,13 @@ def _gates() -> list[tuple[Any, list[re.Pattern[str]] | None]]:
     the costly rest. The high-entropy plugins', likewise (their quoted-string pattern)."""
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
-    from detect_secrets.plugins.keyword import DENYLIST, KeywordDetector
+    from detect_secrets.plugins.keyword import KeywordDetector
 
     gates: list[tuple[Any, list[re.Pattern[str]] | None]] = []
     for plugin in _detector()[0]:
         patterns: list[re.Pattern[str]] | None = None
         if isinstance(plugin, KeywordDetector):
-            patterns = [re.compile("|".join(DENYLIST), re.IGNORECASE)]
+            patterns = [_keywords()]
         elif isinstance(plugin, RegexBasedDetector):
             patterns = list(plugin.denylist)
         elif isinstance(plugin, HighEntropyStringsPlugin):
@@ -236,11 +236,23 @@ def _gates() -> list[tuple[Any, list[re.Pattern[str]] | None]]:
 
 
 def _candidates(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
+    keywords = _keywords()
     return [
         (plugin, secret)
         for plugin in plugins
+        # The keyword plugin's patterns cost a millisecond a line; a line without one of
+        # its keywords cannot match them.
+        if not (_is_keyword(plugin) and keywords.search(line) is None)
         for secret in plugin.analyze_line(filename=path, line=line, line_number=number)
     ]
+
+
+@functools.cache
+def _keywords() -> re.Pattern[str]:
+    """The alternation of the keyword plugin's keywords, which each of its patterns holds."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    return re.compile("|".join(DENYLIST), re.IGNORECASE)
 
 
 def _assignments(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
@@ -256,6 +268,8 @@ def _assignments(plugins: list[Any], path: str, line: str, number: int) -> list[
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
 
     out: list[Any] = []
+    if _keywords().search(line) is None:
+        return out
     for keyword in (p for p in plugins if isinstance(p, KeywordDetector)):
         for value in keyword.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP):
             quoted = '"{}"'.format(value.strip("'\"").replace('"', '\\"'))
