@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .pipeline.ingest import IngestReport as IngestReport
     from .pipeline.query import Answer as Answer
     from .pipeline.query import Citation as Citation
+    from .pipeline.scan import ScanReport as ScanReport
     from .pipeline.verify_report import VerifyReport as VerifyReport
     from .pipeline.watch import WatchEvent as WatchEvent
     from .progress import Progress
@@ -56,6 +57,7 @@ _RESULT_TYPES = {
     "Freshness": "pipeline.freshness",
     "Citation": "pipeline.query",
     "IngestReport": "pipeline.ingest_run",
+    "ScanReport": "pipeline.scan",
     "VerifyReport": "pipeline.verify_report",
     "WatchEvent": "pipeline.watch",
 }
@@ -266,6 +268,13 @@ class Session:
 
         return uninstall(self.ws.root)
 
+    def scan(self, paths: Sequence[str] = ()) -> ScanReport:
+        """The ingest's secret and personal-data checks over the workspace's files (or
+        `paths`), storing nothing and opening no ledger."""
+        from .pipeline.scan import scan
+
+        return scan(self.ws, [self.workspace_path(p) for p in paths])
+
     def review(
         self, generation: str | None = None, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     ) -> dict[str, Any]:
@@ -276,7 +285,26 @@ class Session:
 
         with self._writing(lock_timeout) as ledger, ledger.transaction() as conn:
             gen = generations.generation_or_head(conn, generation)
-            return review(conn, self.blobs, gen, self.ws.root / REVIEWS_DIR)
+            return review(
+                conn,
+                self.blobs,
+                gen,
+                self.ws.root / REVIEWS_DIR,
+                self.ws.config.ingest.personal_data,
+            )
+
+    def purge(
+        self, target: str, reason: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> dict[str, Any]:
+        """Remove a raw blob's bytes (`target`: its address, or a source's path for every
+        revision of it) and its normalized texts' from the store, with a tombstone each."""
+        from .pipeline.purge import purge
+        from .storage.addresses import ADDRESS_RE
+
+        if not ADDRESS_RE.fullmatch(target):
+            target = self.workspace_path(target)
+        with self._writing(lock_timeout) as ledger:
+            return purge(ledger, self.blobs, target, reason).to_json()
 
     def rebuild_index(
         self,

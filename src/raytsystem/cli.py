@@ -157,6 +157,32 @@ def ingest(
 
 
 @cli.command()
+@click.argument("paths", nargs=-1)
+@json_option
+@click.pass_obj
+def scan(app: App, paths: tuple[str, ...], as_json: bool) -> None:
+    """Check the workspace's files (or PATHS) for secrets and personal data as ingest would,
+    storing nothing. Exit 3 if a secret (or quarantined personal data) is found."""
+    report = app.session.scan(paths)
+    emit(report.to_json(), as_json, lambda: render.scan(report))
+    if report.found:
+        raise SystemExit(3)
+
+
+@cli.command()
+@click.argument("target", metavar="BLOB|PATH")
+@click.option("--reason", required=True, help="Why the bytes must go (kept in the tombstone).")
+@lock_timeout_option
+@json_option
+@click.pass_obj
+def purge(app: App, target: str, reason: str, lock_timeout: float, as_json: bool) -> None:
+    """Remove a raw blob's bytes (or every revision's of the source at PATH) and its
+    normalized texts' from the store, packs included, recording a tombstone for each."""
+    result = app.session.purge(target, reason, lock_timeout=lock_timeout)
+    emit(result, as_json, lambda: render.purge(result))
+
+
+@cli.command()
 @json_option
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:

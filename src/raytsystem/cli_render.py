@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from .api import FreshAnswer, IngestReport, VerifyReport
+    from .api import FreshAnswer, IngestReport, ScanReport, VerifyReport
 
 
 def init(workspace: str, created: list[str]) -> None:
@@ -48,6 +48,32 @@ def ingest(report: IngestReport) -> None:
     )
     for f in sorted(report.findings):
         click.echo(f"  {f.severity}[{f.code}] {f.subject}: {f.message}")
+
+
+def scan(report: ScanReport) -> None:
+    """Where the secrets and personal data are, by kind; never a value."""
+    for s in report.secrets:
+        click.echo(f"secret  {s.path}:{s.line}  {s.kind}")
+    if report.personal_data != "allow":
+        label = "personal (quarantined)" if report.personal_data == "quarantine" else "personal"
+        for p in report.personal:
+            click.echo(f"{label}  {p.path}:{p.line}  {p.kind}")
+    for f in report.not_scanned:
+        click.echo(f"  not scanned [{f.code}] {f.subject}: {f.message}")
+    verdict = "FOUND" if report.found else "clean"
+    click.echo(
+        f"{verdict}: {report.scanned} files scanned, {len(report.secrets)} secrets, "
+        f"{len(report.personal)} personal data"
+    )
+
+
+def purge(r: dict[str, Any]) -> None:
+    click.echo(
+        f"purged {len(r['raw_blobs'])} raw blob(s) and {len(r['text_blobs'])} normalized "
+        f"text(s) of {r['target']}; {len(r['tombstones_recorded'])} new tombstone(s), "
+        f"{r['store_files_changed']} store file(s) removed or rewritten"
+    )
+    click.echo("  the next `raytsystem ingest` makes a generation without them")
 
 
 def status(r: dict[str, Any]) -> None:
@@ -89,6 +115,8 @@ def history(r: dict[str, Any]) -> None:
         click.echo(
             f" {mark} {rev['id']}  {rev['first_seen_at']}  {rev['size']} bytes  generations {spans}"
         )
+        if t := rev.get("purged"):
+            click.echo(f"     purged {t['purged_at']}: {t['reason']}")
     if r["removed_in_generation"]:
         click.echo(f"   removed in generation {r['removed_in_generation']} (revisions kept)")
 

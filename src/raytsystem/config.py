@@ -42,6 +42,10 @@ DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 # the ingest is held to 1 GiB (ADR 0017); larger made Python's reads overflow (issue 34).
 MOST_FILE_BYTES: Final = 1024 * 1024 * 1024
 DEFAULT_KEEP_INDEXES: Final = 2
+# A detect-secrets baseline (`detect-secrets scan > .secrets.baseline`): the findings it lists,
+# unless audited as real, are accepted false positives (ADR 0040).
+DEFAULT_SECRETS_BASELINE: Final = ".secrets.baseline"
+PERSONAL_DATA_POLICIES: Final = ("report", "quarantine", "allow")
 # A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
 # ledgers, and every clone's, keep scheme 1. `raytsystem init` writes the newest (ADR 0030).
 UNNAMED_ID_SCHEME: Final = 1
@@ -61,6 +65,13 @@ include = {json.dumps(DEFAULT_INCLUDE)}
 exclude = {json.dumps(DEFAULT_EXCLUDE)}
 # Files larger than this are skipped with a `file_too_large` finding.
 max_file_bytes = {DEFAULT_MAX_FILE_BYTES}
+# A file with a secret in it (a key, a token, a password) is never stored (ADR 0040). A
+# false positive is accepted by a `pragma: allowlist secret` comment on its line, or by
+# this detect-secrets baseline file (workspace-relative; absent is fine).
+secrets_baseline = "{DEFAULT_SECRETS_BASELINE}"
+# E-mail addresses and phone numbers: "report" (`raytsystem review` lists where), "quarantine"
+# (a file with any is not stored, as a secret is not) or "allow".
+personal_data = "report"
 
 [index]
 # How many generations keep their search index under .raytsystem/indexes (the newest ones).
@@ -81,6 +92,8 @@ class IngestConfig:
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    secrets_baseline: str = DEFAULT_SECRETS_BASELINE
+    personal_data: str = "report"
 
 
 @dataclass(frozen=True)
@@ -129,7 +142,12 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     _unknown(data, ("ingest", "index", "ids"), "", problems)
     ingest, index = _table(data, "ingest", problems), _table(data, "index", problems)
     ids = _table(data, "ids", problems)
-    _unknown(ingest, ("include", "exclude", "max_file_bytes"), "ingest.", problems)
+    _unknown(
+        ingest,
+        ("include", "exclude", "max_file_bytes", "secrets_baseline", "personal_data"),
+        "ingest.",
+        problems,
+    )
     _unknown(index, ("keep",), "index.", problems)
     _unknown(ids, ("scheme",), "ids.", problems)
     scheme = _integer(ids, "ids.scheme", UNNAMED_ID_SCHEME, 1, problems)
@@ -147,6 +165,8 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
                 problems,
                 most=MOST_FILE_BYTES,
             ),
+            _string(ingest, "ingest.secrets_baseline", DEFAULT_SECRETS_BASELINE, None, problems),
+            _string(ingest, "ingest.personal_data", "report", PERSONAL_DATA_POLICIES, problems),
         ),
         IndexConfig(_integer(index, "index.keep", DEFAULT_KEEP_INDEXES, 1, problems)),
         IdsConfig(scheme),
@@ -201,3 +221,20 @@ def _integer(
         return default
     problems.append(f"{name}: must be a whole number of at least {least}, not {value!r}")
     return default
+
+
+def _string(
+    table: dict[str, Any],
+    name: str,
+    default: str,
+    choices: tuple[str, ...] | None,
+    problems: list[str],
+) -> str:
+    value = table.get(name.rpartition(".")[2], default)
+    if not isinstance(value, str) or not value:
+        problems.append(f"{name}: must be a non-empty string, not {value!r}")
+        return default
+    if choices is not None and value not in choices:
+        problems.append(f"{name}: must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        return default
+    return value

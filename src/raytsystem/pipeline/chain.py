@@ -20,7 +20,7 @@ from typing import Any
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
 from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
-from ..storage import chains
+from ..storage import chains, tombstones
 from ..storage.blobs import BlobStore
 from ..storage.reader import Reader
 from ..storage.states import read_state_evidence
@@ -159,7 +159,7 @@ class Checker:
                     f"normalized text blob {address} hashes to {exc.got}",
                 )
             except BlobMissing:
-                self._texts[address] = Problem(
+                self._texts[address] = self._purged(address) or Problem(
                     "blob_missing", address, f"normalized text blob {address} is missing"
                 )
         return self._texts[address]
@@ -174,10 +174,22 @@ class Checker:
                     else Problem("raw_blob_corrupt", address, f"raw blob {address} hashes to {got}")
                 )
             except BlobMissing:
-                self._raw[address] = Problem(
+                self._raw[address] = self._purged(address) or Problem(
                     "blob_missing", address, f"raw blob {address} is missing"
                 )
         return self._raw[address]
+
+    def _purged(self, address: str) -> Problem | None:
+        """A missing blob that was purged on purpose: its own code (ADR 0040)."""
+        found = tombstones.tombstones(self.reader, [address]).get(address)
+        if found is None:
+            return None
+        return Problem(
+            "blob_purged",
+            address,
+            f"the answer would cite {found.kind} blob {address}, purged on {found.purged_at}; "
+            "the next ingest makes a generation without it",
+        )
 
     def claims(
         self, claim_ids: Sequence[str], number: int

@@ -34,6 +34,7 @@ from ..storage.index_file import source_rows_digest
 from ..storage.staging import state_evidence
 from ..workspace import is_note
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows
+from .screen import Screen
 
 
 def now_iso() -> str:
@@ -54,6 +55,8 @@ class FileTask:
     active_blob: str | None
     active_adapter: str | None
     active_text: str | None = None  # the active normalization's text blob
+    # What keeps secrets (and purged bytes) out of the store: pipeline/screen.py.
+    screen: Screen = field(default_factory=Screen)
 
 
 Row = tuple[Any, ...]  # a row in its table's column order, as a plain tuple
@@ -70,7 +73,7 @@ class FileResult:
     """
 
     path: str
-    outcome: str  # "unchanged" | "new" | "skipped" | "unreadable"
+    outcome: str  # "unchanged" | "new" | "skipped" | "unreadable" | "quarantined"
     finding: Finding | None = None
     blob: str = ""
     size: int = 0
@@ -184,7 +187,9 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         content: str | bytes = data if adapter.reads == "bytes" else decode(data)
     except NotText as exc:
         return _skip(path, exc.code, exc.message)
-
+    text = content if isinstance(content, str) else content.decode("utf-8", "replace")
+    if refused := task.screen.refuse(path, blob, text):
+        return FileResult(path, "quarantined", findings=refused)  # nothing of it is stored
     pack.add(data, blob)
     ids = chain_ids(scheme(task.id_scheme))
     source_id = source_id_for(path)

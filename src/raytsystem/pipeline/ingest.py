@@ -41,7 +41,7 @@ from ..model.generation import SourceState, generation_hash, manifest_digest
 from ..model.objects import chain_ids
 from ..model.text import Finding
 from ..progress import Progress
-from ..storage import generations, index_file, index_folder, index_writer
+from ..storage import generations, index_file, index_folder, index_writer, tombstones
 from ..storage import states as state
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, record_id_scheme
@@ -55,6 +55,7 @@ from .indexing import SourceForIndex, index_rows, rebuild
 from .ingest_run import IngestReport, Run
 from .manual import resolve_manual
 from .parallel import BATCH, batches, few_collections, results, side_thread
+from .screen import screen_for
 
 SUMMARY_PATHS = 100  # paths a generation's summary lists of the sources added and removed
 
@@ -86,10 +87,12 @@ def ingest(
     ):
         _settle_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         run = _start(ws, ledger, blobs, stage, side)
+        run.screen = screen_for(ws, _purged(ledger))
         cache = StatCache(
             ws.state_dir / "statcache.sqlite3", run.parent.hash if run.parent else None
         )
         scan = _scan(run, scope)
+        run.removed_paths += _purged_sources(run, scan)
         tasks = _tasks(run, scan, cache, staging_dir)
         try:
             with contextlib.closing(results(tasks, blobs, jobs, progress)) as stream:
@@ -209,6 +212,8 @@ def _tasks(run: Run, scan: _Scan, cache: StatCache, staging_dir: str) -> list[Fi
     ws, ledger = run.ws, run.ledger
     for c in scan.candidates:
         a = run.active.get(c.path)
+        if a and _was_purged(a, run.screen.purged):
+            a = None  # read the file as new: the screen refuses the purged bytes again
         if (
             a
             and cache.fresh(c.path, c.stat, a.revision_id)
@@ -226,9 +231,30 @@ def _tasks(run: Run, scan: _Scan, cache: StatCache, staging_dir: str) -> list[Fi
                 a.blob if a else None,
                 a.adapter if a else None,
                 a.text_blob if a else None,
+                run.screen,
             )
         )
     return tasks
+
+
+def _purged(ledger: Ledger) -> frozenset[str]:
+    with ledger.reading() as conn:
+        return frozenset(tombstones.purged_addresses(conn))
+
+
+def _was_purged(a: state.ActiveSource, purged: frozenset[str]) -> bool:
+    return a.blob in purged or (a.text_blob is not None and a.text_blob in purged)
+
+
+def _purged_sources(run: Run, scan: _Scan) -> list[str]:
+    """Active sources in scope whose revision was purged (ADR 0040): they leave the new
+    generation, unless their file now has other, clean content."""
+    removed = set(run.removed_paths)
+    return sorted(
+        p
+        for p, a in run.active.items()
+        if p not in removed and scan.in_scope(p) and _was_purged(a, run.screen.purged)
+    )
 
 
 def _finish(
@@ -484,8 +510,8 @@ def _adapter_key_for(media_type: str) -> str:
 
 def _stat_cache_revision(run: Run, path: str) -> str:
     """The revision a stat cache entry vouches for: none ("") for a file kept at its last
-    good revision, which is read again next time (it may be good again)."""
-    if path in run.kept_paths:
+    good revision or quarantined, which is read again next time (it may be good again)."""
+    if path in run.kept_paths or path in run.quarantined:
         return ""
     return _cached_revision(path, run.active, run.changed)
 

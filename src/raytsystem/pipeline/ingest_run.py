@@ -35,6 +35,7 @@ from ..workspace import Workspace, is_note
 from .files import FileResult, KeptFile
 from .indexing import SourceForIndex, index_rows
 from .parallel import wait_out
+from .screen import Screen
 
 REBUILD_CHUNK = 500  # unchanged sources read back per step of a full index build
 
@@ -124,6 +125,9 @@ class Run:
     # Sources whose file was found but could not be ingested (too large, not text, unreadable):
     # their last revision stays active, and the stat cache must not vouch for the file.
     kept_paths: set[str] = field(default_factory=set)
+    # What the workers keep out of the store (pipeline/screen.py).
+    screen: Screen = field(default_factory=Screen)
+    quarantined: set[str] = field(default_factory=set)  # paths the screen refused
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     parent_index: Path | None = None  # the parent generation's index file
     parent_index_usable: bool = False  # it is there and records the parent (`index_file.usable`)
@@ -205,6 +209,8 @@ class Run:
         self.report.findings.extend(r.findings)
         if r.outcome == "unchanged":
             self.report.unchanged += 1
+        elif r.outcome == "quarantined":
+            self.quarantined.add(r.path)  # its source keeps the revision it had, if any
         elif r.outcome in ("skipped", "unreadable") and r.path in self.active:
             # The file is there: its source is removed only when it is gone or deselected.
             # Until its bytes can be ingested again, its last good revision stays active.

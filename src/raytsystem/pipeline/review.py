@@ -18,7 +18,10 @@ Checks:
 - `dead_link`: a `[[link]]` in a note that names no entity and no note;
 - `unknown_claim_id`: a retraction or dispute naming a claim that is not active;
 - `front_matter_invalid`: a note whose front matter is not valid;
-- `normalize_failed`: an active source that could not be normalized.
+- `normalize_failed`: an active source that could not be normalized;
+- `personal_data`: an active source whose file holds e-mail addresses or phone numbers: how
+  many of each and on which lines, never the values (unless `[ingest] personal_data` is
+  "allow").
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..canonical import canonical_json
+from ..errors import RaytError
 from ..ids import make_id
+from ..model.personal import scan_personal
+from ..model.text import NotText, decode
 from ..storage import generations, reviews, views
 from ..storage import states as state
 from ..storage.blobs import BlobStore
@@ -104,7 +110,10 @@ def _shape(statement: str) -> tuple[str, tuple[str, ...], bool]:
 
 
 def audit(
-    conn: Connection, blobs: BlobStore, generation: generations.GenerationRef
+    conn: Connection,
+    blobs: BlobStore,
+    generation: generations.GenerationRef,
+    personal_data: str = "report",
 ) -> list[ReviewFinding]:
     """What a review of `generation` finds, in order (severity, code, subjects)."""
     number = generation.number
@@ -121,6 +130,7 @@ def audit(
         *_possible_contradictions(claims),
         *_withdrawn_still_cited(conn, claims, by_id),
         *_normalize_failures(conn, number),
+        *(_personal_data(blobs, sources.values()) if personal_data != "allow" else ()),
     ]
     return sorted(set(findings))
 
@@ -269,11 +279,49 @@ def _normalize_failures(conn: Connection, number: int) -> Iterator[ReviewFinding
         yield _finding("error", "normalize_failed", [nid, path], message or "normalization failed")
 
 
+_PERSONAL_WORDS: Final = (
+    ("email", "e-mail address", "e-mail addresses"),
+    ("phone", "phone number", "phone numbers"),
+)
+
+
+def _personal_data(
+    blobs: BlobStore, sources: Iterable[state.ActiveSource]
+) -> Iterator[ReviewFinding]:
+    """Each active source's e-mail addresses and phone numbers, counted with their lines,
+    from its raw file (the lines a person opens)."""
+    for source in sorted(sources, key=lambda a: a.path):
+        try:
+            text = decode(blobs.get(source.blob))
+        except (RaytError, NotText):  # a missing or purged blob: verify reports it
+            continue
+        found = scan_personal(source.path, text)
+        if not found:
+            continue
+        parts = []
+        for kind, one, many in _PERSONAL_WORDS:
+            lines = [f.line for f in found if f.kind == kind]
+            if lines:
+                shown = ", ".join(map(str, sorted(set(lines))))
+                parts.append(f"{len(lines)} {one if len(lines) == 1 else many} (line {shown})")
+        yield _finding(
+            "warning",
+            "personal_data",
+            [source.path],
+            "personal data: " + "; ".join(parts) + ". Remove it, or set [ingest] "
+            'personal_data = "allow" if it is meant to be here',
+        )
+
+
 def review(
-    conn: Connection, blobs: BlobStore, generation: generations.GenerationRef, reviews_dir: Path
+    conn: Connection,
+    blobs: BlobStore,
+    generation: generations.GenerationRef,
+    reviews_dir: Path,
+    personal_data: str = "report",
 ) -> dict[str, Any]:
     """Audit `generation`, record the Review and write its report files. Changes no knowledge."""
-    findings = [f.to_json() for f in audit(conn, blobs, generation)]
+    findings = [f.to_json() for f in audit(conn, blobs, generation, personal_data)]
     review_id = make_id("review", generation=generation.hash, findings=findings)
     counts: dict[str, int] = defaultdict(int)
     for f in findings:

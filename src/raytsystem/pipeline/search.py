@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..canonical import sha256_hex
-from ..errors import IntegrityError, UsageError
-from ..storage import chains, index_file
+from ..errors import BlobMissing, IntegrityError, UsageError
+from ..storage import chains, index_file, tombstones
 from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
@@ -32,7 +32,17 @@ def _segment_texts(
     out = {}
     for seg in found:
         if seg.text_blob not in normalized:
-            normalized[seg.text_blob] = blobs.get(seg.text_blob).decode("utf-8")
+            try:
+                normalized[seg.text_blob] = blobs.get(seg.text_blob).decode("utf-8")
+            except BlobMissing:
+                if tombstones.tombstones(reader, [seg.text_blob]):  # ADR 0040
+                    raise IntegrityError(
+                        f"fail closed: segment {seg.id} is in the purged text "
+                        f"{seg.text_blob}; the next ingest makes a generation without it",
+                        code="blob_purged",
+                        subject=seg.text_blob,
+                    ) from None
+                raise
         body = normalized[seg.text_blob][seg.start : seg.end]
         if sha256_hex(body) != seg.sha256:
             raise IntegrityError(

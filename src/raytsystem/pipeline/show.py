@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..errors import NotFound, UsageError
+from ..errors import BlobMissing, NotFound, UsageError
 from ..ids import parse_id
-from ..storage import generations, reviews, views
+from ..storage import generations, reviews, tombstones, views
 from ..storage.blobs import BlobStore
 from ..storage.states import state_evidence_of
 from ..workspace import check_rel_path
@@ -63,9 +63,14 @@ def history(conn: Connection, path: str) -> dict[str, Any]:
             "media_type": rev.media_type,
             "first_seen_at": rev.first_seen_at,
             "active_in_generations": _spans(conn, rev.id),
+            "purged": None,
         }
         for rev in views.revisions_of(conn, source.id)
     ]
+    purged = tombstones.tombstones(conn, [r["blob"] for r in revisions])
+    for r in revisions:
+        if (t := purged.get(r["blob"])) is not None:
+            r["purged"] = t.to_json()
     revisions.sort(
         key=lambda r: (
             r["active_in_generations"][0]["from"] if r["active_in_generations"] else 0,
@@ -117,9 +122,21 @@ def segment_chain(conn: Connection, segment_id: str) -> dict[str, Any]:
 
 
 def _excerpt(blobs: BlobStore, norm: dict[str, Any], start: int, end: int) -> str | None:
+    """The excerpt from the normalized text; None without one, or when it was purged."""
     if not norm.get("text_blob"):
         return None
-    return blobs.get(norm["text_blob"]).decode("utf-8")[start:end]
+    try:
+        return blobs.get(norm["text_blob"]).decode("utf-8")[start:end]
+    except BlobMissing:  # purged (`tombstone` says) or lost (verify says)
+        return None
+
+
+def _tombstone(conn: Connection, address: str | None) -> dict[str, Any] | None:
+    """The tombstone of a purged blob (ADR 0040), or None."""
+    if not address:
+        return None
+    found = tombstones.tombstones(conn, [address]).get(address)
+    return found.to_json() if found else None
 
 
 def _head_number(conn: Connection) -> int:
@@ -145,6 +162,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             "normalizations": [
                 _normalization_json(n._asdict()) for n in views.normalizations_of(conn, object_id)
             ],
+            "tombstone": _tombstone(conn, rev["blob"]),
         }
     if kind == "normalization":
         norm = _found(views.normalization(conn, object_id), object_id)
@@ -154,6 +172,7 @@ def show(conn: Connection, blobs: BlobStore, object_id: str) -> dict[str, Any]:
             "normalization": _normalization_json(norm),
             "revision": rev,
             "source": _found(views.source(conn, rev["source_id"]), rev["source_id"]),
+            "tombstone": _tombstone(conn, norm.get("text_blob")),
         }
     if kind == "segment":
         chain = segment_chain(conn, object_id)

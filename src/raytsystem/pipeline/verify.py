@@ -42,10 +42,12 @@ from .. import faults
 from ..ids import IdScheme
 from ..model.objects import chain_ids
 from ..progress import Progress
+from ..storage import tombstones
 from ..storage.addresses import ALGORITHM
 from ..storage.blobs import DiskBlobStore
 from ..storage.packs import PACKS
 from ..syscalls import start_helper
+from .verify_fields import PURGED
 from .verify_generations import check_generations
 from .verify_indexes import check_indexes
 from .verify_report import VerifyReport
@@ -116,6 +118,30 @@ def check_blobs(
     return present
 
 
+def check_purged(conn: Connection, present: set[str], report: VerifyReport) -> set[str]:
+    """The purged blobs that are gone, each reported as `blob_purged` (info): a row that
+    names one is not missing a blob (ADR 0040). Returns them."""
+    with_tombstone = tombstones.purged_addresses(conn)
+    gone = with_tombstone - present
+    for t in tombstones.tombstones(conn, sorted(gone)).values():
+        report.add(
+            "info",
+            "blob_purged",
+            t.address,
+            f"the {t.kind} blob was purged on {t.purged_at}"
+            + (f" in generation {t.generation_number}" if t.generation_number else "")
+            + f": {t.reason}",
+        )
+    for address in sorted(with_tombstone & present):
+        report.add(
+            "warning",
+            "purge_incomplete",
+            address,
+            "has a tombstone but its bytes are still stored: run the purge again",
+        )
+    return gone
+
+
 def verify(
     conn: Connection,
     ids: IdScheme,
@@ -132,6 +158,8 @@ def verify(
     state_dir = state_dir or index_dir.parent
     report = VerifyReport()
     present = check_blobs(store, report, progress)
+    for address in check_purged(conn, set(present), report):
+        present[address] = PURGED  # its rows are not missing a blob; its size is unknown
     derive = chain_ids(ids)
     with stops_at_damage(report) as reading:
         reading.check = "the file's structure"

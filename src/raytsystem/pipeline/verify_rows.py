@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import faults
 from ..canonical import sha256_hex
+from ..errors import BlobMissing
 from ..ids import scheme
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
@@ -140,7 +141,10 @@ def _text_of(
     blob = norm.text_blob if norm else None
     if blob is None or blob not in present:
         return None
-    return store.get(blob).decode("utf-8")
+    try:
+        return store.get(blob).decode("utf-8")
+    except BlobMissing:  # purged: it has a tombstone (`verify.check_purged`)
+        return None
 
 
 def _check_segments(

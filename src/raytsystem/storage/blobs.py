@@ -212,6 +212,45 @@ class DiskBlobStore:
         self._forget(str(path))
         return kept, damaged
 
+    # --- purging (ADR 0040) ------------------------------------------------------------------
+
+    def purge(self, addresses: Iterable[str]) -> list[str]:
+        """Remove the bytes of `addresses` from the store: a loose file is overwritten with
+        zeros and unlinked; a pack holding any is written again without them (under the name
+        its new bytes make, the other blobs' bytes as they were) and the old pack is zeroed
+        where they were and unlinked. Returns the files it removed or rewrote. The caller
+        holds the workspace writer lock; a reader meanwhile finds the other blobs in the new
+        pack (a vanished pack is looked up again, as after `unpack`).
+
+        Best effort below the file system: a copy-on-write file system, an SSD's remapping
+        or a backup may keep the old blocks (the README says so)."""
+        wanted = {check_address(a) for a in addresses}
+        touched: list[str] = []
+        for address in sorted(wanted):
+            loose = self.path(address)
+            if loose.is_file():
+                _zero_and_unlink(loose, [(0, loose.stat().st_size)])
+                touched.append(str(loose))
+        packs = sorted({where[0] for a in wanted if (where := self._packed_at(a, look_again=True))})
+        if not packs:
+            return touched
+        with self.staging_area() as staging_dir:
+            for pack in packs:
+                data = Path(pack).read_bytes()
+                entries = pack_entries(
+                    lambda offset, n, data=data: data[offset : offset + n],  # type: ignore[misc]
+                    len(data),
+                )
+                kept = {a: data[o : o + n] for a, o, n in entries if a not in wanted}
+                if kept:
+                    self.publish([stage_pack(kept, staging_dir)])
+                gone = [(o, n) for a, o, n in entries if a in wanted]
+                _zero_and_unlink(Path(pack), gone)
+                self._forget(pack)
+                touched.append(pack)
+        _fsync(self._packs)
+        return touched
+
     # --- reading ---------------------------------------------------------------------------
 
     def pack_names(self) -> list[str]:
@@ -431,6 +470,19 @@ class PackWriter:
         if self._blobs:
             blobs, self._blobs, self._size = self._blobs, {}, 0
             self._written.append(stage_pack(blobs, self.staging_dir))
+
+
+def _zero_and_unlink(path: Path, spans: list[tuple[int, int]]) -> None:
+    """Overwrite `spans` (offset, length) of the file with zeros, durably, then unlink it."""
+    path.chmod(0o600)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for offset, length in spans:
+            os.pwrite(fd, bytes(length), offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    path.unlink()
 
 
 def _fsync(path: Path | str) -> None:

@@ -9,7 +9,7 @@ from ..errors import DatabaseError
 from ..ids import SCHEMES
 
 # Every migration revision, oldest first. tests/test_ledger.py checks this against Alembic.
-SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004")
+SCHEMA_REVISIONS: Final[tuple[str, ...]] = ("0001", "0002", "0003", "0004", "0005")
 SCHEMA_HEAD: Final = SCHEMA_REVISIONS[-1]
 BUSY_TIMEOUT_MS: Final = 10_000
 

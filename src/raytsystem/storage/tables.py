@@ -204,4 +204,21 @@ Setting = Table(
     Column("value", Text, nullable=False),
 )
 
+# A purged blob (ADR 0040): its bytes were removed from the store on purpose, for `reason`,
+# while generation `generation_number` (`generation_hash`) was current (null: none yet).
+# `raw` is the raw blob whose purge removed it (itself, for a raw blob; the raw blob a
+# normalized text was made from, for a text). verify accepts a missing blob that has one; a
+# query that would cite one fails closed (`blob_purged`); ingest never stores it again.
+Tombstone = Table(
+    "tombstones",
+    metadata,
+    Column("address", HASH, primary_key=True),
+    Column("kind", String(8), nullable=False),  # "raw" | "text"
+    Column("raw", HASH, nullable=False, index=True),
+    Column("reason", Text, nullable=False),
+    Column("purged_at", TIME, nullable=False),
+    Column("generation_number", Integer, nullable=True),
+    Column("generation_hash", HASH, nullable=True),
+)
+
 TABLES = metadata.tables

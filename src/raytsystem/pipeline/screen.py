@@ -1,0 +1,81 @@
+"""The door of the store: what a file must pass before its bytes are written (ADR 0040).
+
+`Screen.refuse` runs in the ingest's workers on each new file's decoded text, after the
+stat cache and before anything is stored. A file it refuses is quarantined: no raw blob, no
+normalization, no claim, no index row; its findings say where and what kind, never the
+value; its source keeps the revision it had (its last clean one), or stays absent.
+
+Refused are: a secret (detect-secrets' plugins, less what the baseline and the inline
+`pragma: allowlist secret` accept), personal data when `[ingest] personal_data` is
+"quarantine", and bytes whose raw blob was purged (a tombstone: purged content never comes
+back by being ingested again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import WorkspaceError
+from ..model.personal import scan_personal
+from ..model.secrets import Accepted, BaselineError, SecretFinding, load_baseline, scan_text
+from ..model.text import Finding
+from ..workspace import Workspace
+
+
+@dataclass(frozen=True)
+class Screen:
+    accepted: Accepted = field(default_factory=Accepted)
+    personal_data: str = "report"  # `[ingest] personal_data`
+    purged: frozenset[str] = frozenset()  # raw blob addresses that have a tombstone
+
+    def refuse(self, path: str, blob: str, text: str) -> list[Finding]:
+        """Why the file at `path` (raw address `blob`, decoded `text`) must not be stored;
+        empty when it may."""
+        if blob in self.purged:
+            return [
+                Finding(
+                    "purged_content",
+                    path,
+                    f"these bytes were purged (raw blob {blob}); they are not stored again",
+                )
+            ]
+        refused = [secret_finding(f) for f in scan_text(path, text, self.accepted)]
+        if self.personal_data == "quarantine":
+            refused.extend(
+                Finding(
+                    "personal_data",
+                    f"{path}:{f.line}",
+                    f"{_KIND_WORDS[f.kind]} on line {f.line} ([ingest] personal_data = "
+                    '"quarantine"): the file is not stored',
+                )
+                for f in scan_personal(path, text)
+            )
+        return refused
+
+
+_KIND_WORDS = {"email": "an e-mail address", "phone": "a phone number"}
+
+
+def secret_finding(f: SecretFinding) -> Finding:
+    return Finding(
+        "secret_detected",
+        f"{f.path}:{f.line}",
+        f"{f.kind} on line {f.line}: the file is not stored. Remove the secret, or accept a "
+        "false positive with a `pragma: allowlist secret` comment on the line or in the "
+        "secrets baseline",
+        "error",
+    )
+
+
+def accepted_secrets(ws: Workspace) -> Accepted:
+    """The workspace's baseline (`[ingest] secrets_baseline`), or an error naming it."""
+    try:
+        return load_baseline(ws.root / ws.config.ingest.secrets_baseline)
+    except BaselineError as exc:
+        raise WorkspaceError(
+            f"[ingest] secrets_baseline: {exc}", code="secrets_baseline_invalid"
+        ) from None
+
+
+def screen_for(ws: Workspace, purged: frozenset[str] = frozenset()) -> Screen:
+    return Screen(accepted_secrets(ws), ws.config.ingest.personal_data, purged)
