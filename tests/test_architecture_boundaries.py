@@ -4,7 +4,8 @@ count), no private name used across modules, no module-level `global`.
 
 Layers, top to bottom; each may import the layers below it and the ground floor:
 
-    front ends   cli, cli_render, mcp_server, universe, __main__   -> api only
+    front ends   cli (+ cli_common, cli_servers, cli_render), mcp_server, universe,
+                 __main__   -> api only
     api          the service layer
     pipeline     the operations
     storage      the ledger, the blobs, the index files
@@ -21,7 +22,15 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "raytsystem"
-FRONT_ENDS = {"cli", "cli_render", "mcp_server", "universe", "__main__"}
+FRONT_ENDS = {
+    "cli",
+    "cli_common",
+    "cli_render",
+    "cli_servers",
+    "mcp_server",
+    "universe",
+    "__main__",
+}
 ORDER = ["ground", "model", "storage", "pipeline", "api", "front"]
 # What a front end may import besides the service layer: the shared errors, the package's
 # version, the progress bar it draws, and other front-end modules.

@@ -3,7 +3,6 @@
 damaged or unwritable ledger, a workspace that is not there, selections that select nothing,
 and requests that a local server and the MCP server must refuse or survive.
 
-Cases that fail today are strict expected failures whose reason says what happens today.
 """
 
 from __future__ import annotations
@@ -35,12 +34,6 @@ from tamper_kit import (
     one,
 )
 from test_tamper import overwrite_page
-
-today = "issue 34: "
-
-
-def xfail(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=today + reason)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +116,6 @@ def big_line(ws: Path) -> Path:
     return ws
 
 
-@xfail("the paragraph is one claim of 2.4 MB and the query prints 7 MB of JSON")
 def test_a_huge_one_line_paragraph_gives_bounded_claims_and_answers(big_line: Path) -> None:
     result = cli(big_line, "query", "zebra quartz", "--json")
     no_internal_error(result)

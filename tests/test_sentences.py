@@ -406,3 +406,24 @@ def test_many_protected_spans_finish() -> None:
     protected = [(i * len(unit) + 4, i * len(unit) + 7) for i in range(count)]
     spans = split_sentences(text, protected)
     assert len(spans) == count + 1
+
+
+def test_no_sentence_is_longer_than_the_bound() -> None:
+    """A paragraph with no sentence end (a log line, a dump) becomes bounded pieces, cut at
+    whitespace, that cover its words in order; prose is untouched."""
+    from raytsystem.sentences.split import LONGEST_SENTENCE
+
+    words = [f"w{i % 97}" for i in range(3000)]
+    text = " ".join(words)
+    spans = split_sentences(text)
+    assert len(spans) > 1
+    assert all(0 < end - start <= LONGEST_SENTENCE for start, end in spans)
+    assert " ".join(text[s:e] for s, e in spans) == text  # cut only at single spaces
+    glued = "x" * (2 * LONGEST_SENTENCE + 5)  # no whitespace at all: cut at the bound
+    assert split_sentences(glued) == [
+        (0, LONGEST_SENTENCE),
+        (LONGEST_SENTENCE, 2 * LONGEST_SENTENCE),
+        (2 * LONGEST_SENTENCE, 2 * LONGEST_SENTENCE + 5),
+    ]
+    prose = "Refunds take five days. " * 3
+    assert split_sentences(prose.strip()) == [(0, 23), (24, 47), (48, 71)]

@@ -18,11 +18,8 @@ per session. Writers (ingest, review, index rebuild, unpack) take the workspace'
 lock. Errors are `errors.RaytError`s with stable codes.
 
 Every answer (`query`, `search`, `bundle`) carries the workspace's freshness against the
-generation it came from (`pipeline.freshness`), attached here so that every front end has it.
-How it is found is the session's `freshness` mode: "track" (the default, for a long-lived
-process: one walk of the workspace, then the OS's change notifications), "check" (one bounded
-walk per answer, beside the answer in a thread), "fork" (the same walk in a child process, on
-another core: the CLI's, a one-shot process that has no other thread when it asks) or "off".
+generation it came from, attached here so that every front end has it; the session's
+`freshness` mode says how it is found (`pipeline.freshness`: "track", "check", "fork", "off").
 """
 
 from __future__ import annotations
@@ -46,55 +43,42 @@ if TYPE_CHECKING:
     from .pipeline.scan import ScanReport as ScanReport
     from .pipeline.verify_report import VerifyReport as VerifyReport
     from .pipeline.watch import WatchEvent as WatchEvent
+    from .pipeline.watch import stop_on_signals as stop_on_signals
     from .progress import Progress
     from .storage.blobs import DiskBlobStore
     from .storage.db import Ledger
     from .storage.reader import Reader
 
-_RESULT_TYPES = {
-    "Answer": "pipeline.query",
-    "FreshAnswer": "pipeline.freshness",
-    "Freshness": "pipeline.freshness",
-    "Citation": "pipeline.query",
-    "IngestReport": "pipeline.ingest_run",
-    "ScanReport": "pipeline.scan",
-    "VerifyReport": "pipeline.verify_report",
-    "WatchEvent": "pipeline.watch",
+# Imported when first asked for (`from raytsystem.api import Answer`): importing this module
+# stays cheap for a command that needs none of them. Name -> (module, its name there).
+_LAZY = {
+    "Answer": ("pipeline.query", "Answer"),
+    "FreshAnswer": ("pipeline.freshness", "FreshAnswer"),
+    "Freshness": ("pipeline.freshness", "Freshness"),
+    "Citation": ("pipeline.query", "Citation"),
+    "IngestReport": ("pipeline.ingest_run", "IngestReport"),
+    "ScanReport": ("pipeline.scan", "ScanReport"),
+    "VerifyReport": ("pipeline.verify_report", "VerifyReport"),
+    "WatchEvent": ("pipeline.watch", "WatchEvent"),
+    "prepare_process": ("storage.sqlite_tuning", "tune_process"),  # before SQLite is opened
+    "stop_on_signals": ("pipeline.watch", "stop_on_signals"),  # around `Session.watch`
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The result types, imported when first asked for (`from raytsystem.api import Answer`):
-    importing this module stays cheap for a command that needs none of them."""
-    if name in _RESULT_TYPES:
+    if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f".{_RESULT_TYPES[name]}", __package__), name)
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __package__), attribute)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
+# "track": one walk, then the OS's change notifications (a long-lived process); "check": a
+# bounded walk per answer, in a thread; "fork": the same in a child process (the CLI's).
 FRESHNESS_MODES = ("track", "check", "fork", "off")
-
-
-def stop_on_signals(
-    stop: threading.Event, busy: Callable[[], bool], said: Callable[[str], None]
-) -> contextlib.AbstractContextManager[None]:
-    """For `Session.watch` in a process's main thread: Ctrl-C and SIGTERM set `stop`, and an
-    ingest under way (`busy()`) finishes before the loop ends; `said` tells the user so."""
-    from .pipeline.watch import stop_on_signals as stopping
-
-    return stopping(stop, busy, said)
-
-
-def prepare_process() -> bool:
-    """Settings for a process whose one job is this session's commands (SQLite's threading
-    mode, `storage.sqlite_tuning`). Call before the process opens any SQLite connection;
-    True when they took."""
-    from .storage.sqlite_tuning import tune_process
-
-    return tune_process()
 
 
 class Session:
@@ -407,8 +391,6 @@ class Session:
             if probe is None:
                 return Freshness("unknown", 0, (), gen.number, "the check is off")
             return probe.result(reader, gen)
-
-    # --- freshness -------------------------------------------------------------------------
 
     def _probe(self) -> Probe | None:
         """Start looking at the workspace for an answer about to be made (None: "off")."""

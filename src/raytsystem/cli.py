@@ -14,68 +14,20 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from . import __version__
+from . import __version__, cli_servers
 from . import cli_render as render
+from .cli_common import App, emit, json_option, lock_timeout_option
 from .errors import Interrupted, RaytError, UsageError, chain, reportable
 
 if TYPE_CHECKING:
-    from .api import Session
+    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass
-class App:
-    """The global options, and the session they open on first use."""
-
-    workspace_arg: Path | None
-    database_url: str | None
-    cwd: Path = field(default_factory=Path.cwd)
-    # One answer per process: a walk per answer, in a child process beside it ("fork"); the
-    # servers set "track".
-    freshness: str = "fork"
-    _session: Session | None = None
-
-    @property
-    def session(self) -> Session:
-        if self._session is None:
-            from .api import Session
-
-            self._session = Session.open(
-                self.workspace_arg,
-                database_url=self.database_url,
-                cwd=self.cwd,
-                freshness=self.freshness,
-            )
-        return self._session
-
-
-def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
-    """Print `data` as JSON with `--json`, else call `human` to show it as text."""
-    if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=False))
-    else:
-        human()
-
-
-def json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")(f)
-
-
-def lock_timeout_option(f: F) -> F:
-    return click.option(
-        "--lock-timeout",
-        type=float,
-        default=30.0,
-        show_default=True,
-        help="Seconds to wait for another writer.",
-    )(f)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -365,172 +317,6 @@ def bundle(app: App, task: str, max_tokens: int, generation: str | None, as_json
     emit(result, as_json, lambda: render.bundle(result))
 
 
-def debounce_options(f: F) -> F:
-    f = click.option(
-        "--max-wait",
-        type=click.IntRange(100, 600_000),
-        default=10_000,
-        show_default=True,
-        help="Most milliseconds to wait after a first change while changes go on.",
-    )(f)
-    return click.option(
-        "--debounce",
-        type=click.IntRange(10, 60_000),
-        default=300,
-        show_default=True,
-        help="Milliseconds without a new change before an ingest starts.",
-    )(f)
-
-
-@cli.command()
-@debounce_options
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(1, 64),
-    help="Processes that parse files, the writer included (default: cores, at most 8).",
-)
-@lock_timeout_option
-@json_option
-@click.pass_obj
-def watch(
-    app: App,
-    debounce: int,
-    max_wait: int,
-    jobs: int | None,
-    lock_timeout: float,
-    as_json: bool,
-) -> None:
-    """Ingest now and whenever the workspace's files change; one line per generation made.
-    Ctrl-C stops it between ingests."""
-    import threading
-
-    from .api import WatchEvent, stop_on_signals
-
-    session = app.session
-    session.ledger(create=True)
-    stop = threading.Event()
-    busy = threading.Event()
-
-    def report(event: WatchEvent) -> None:
-        if as_json:
-            click.echo(json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":")))
-        else:
-            click.echo(event.line(), err=event.kind == "error")
-
-    def said(message: str) -> None:
-        click.echo(message, err=True)
-
-    with stop_on_signals(stop, busy.is_set, said):
-        if not as_json:
-            said(f"watching {session.ws.root} (Ctrl-C to stop)")
-        session.watch(
-            report,
-            stop,
-            debounce_ms=debounce,
-            max_wait_ms=max_wait,
-            jobs=jobs,
-            lock_timeout=lock_timeout,
-            on_ingest=lambda running: busy.set() if running else busy.clear(),
-        )
-    if not as_json:
-        said("stopped")
-
-
-@cli.group()
-def hooks() -> None:
-    """Git hooks that run an ingest after a commit, a merge and a checkout."""
-
-
-@hooks.command("install")
-@json_option
-@click.pass_obj
-def hooks_install(app: App, as_json: bool) -> None:
-    """Add post-commit, post-merge and post-checkout hooks that run an ingest (existing hooks
-    keep their lines; the ingest runs in the background and never fails the git command)."""
-    result = app.session.install_hooks()
-    emit({"hooks": result}, as_json, lambda: render.hooks(result))
-
-
-@hooks.command("uninstall")
-@json_option
-@click.pass_obj
-def hooks_uninstall(app: App, as_json: bool) -> None:
-    """Remove the lines `hooks install` added, and only those."""
-    result = app.session.uninstall_hooks()
-    emit({"hooks": result}, as_json, lambda: render.hooks(result))
-
-
-@cli.command()
-@click.option(
-    "--watch",
-    "watching",
-    is_flag=True,
-    help="Also ingest whenever the workspace's files change (as `raytsystem watch`).",
-)
-@debounce_options
-@click.pass_obj
-def mcp(app: App, watching: bool, debounce: int, max_wait: int) -> None:
-    """Run a read-only MCP server on stdio (tools: query, search, show, bundle, verify)."""
-    from .mcp_server import run_stdio
-
-    app.freshness = "track"  # one process, many answers: follow the changes
-    run_stdio(app.session, watch=watching, debounce_ms=debounce, max_wait_ms=max_wait)
-
-
-@cli.command()
-@click.option("--generation", "-g", help="Draw this generation (default: the current one).")
-@click.option("--max-nodes", type=click.IntRange(100, 200_000), default=20_000, show_default=True)
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("universe.html"),
-    show_default=True,
-)
-@json_option
-@click.pass_obj
-def universe(app: App, generation: str | None, max_nodes: int, out: Path, as_json: bool) -> None:
-    """Write the evidence graph of a generation as one self-contained HTML page."""
-    from .universe.page import render_page
-
-    data = app.session.graph(generation, max_nodes)
-    target = out if out.is_absolute() else app.cwd / out
-    target.write_text(render_page(data), encoding="utf-8")
-    result = {
-        "path": str(target),
-        "generation": data["generation"],
-        "counts": data["counts"],
-        "truncated": data["truncated"],
-    }
-    emit(result, as_json, lambda: render.universe(result, max_nodes))
-
-
-@cli.command()
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Loopback only: other binds are refused."
-)
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
-@click.pass_obj
-def serve(app: App, host: str, port: int) -> None:
-    """Serve the Universe page and its JSON API on 127.0.0.1 until Ctrl-C."""
-    import ipaddress
-
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
-        raise UsageError(
-            f"serve binds to loopback only, not {host!r}: the API is unauthenticated",
-            code="bind_refused",
-        )
-    from .universe.server import serve as run
-
-    app.freshness = "track"  # one process, many answers: follow the changes
-    run(app.session, host, port)
-
-
 @cli.group()
 def index() -> None:
     """Manage the per-generation search indexes (derived files under .raytsystem/indexes)."""
@@ -549,6 +335,16 @@ def index_rebuild(app: App, generation: str | None, lock_timeout: float, as_json
     with progress_for("index rebuild", enabled=not as_json) as progress:
         result = session.rebuild_index(generation, lock_timeout=lock_timeout, progress=progress)
     emit(result, as_json, lambda: render.rebuilt_index(result))
+
+
+for _command in (
+    cli_servers.watch,
+    cli_servers.hooks,
+    cli_servers.mcp,
+    cli_servers.universe,
+    cli_servers.serve,
+):
+    cli.add_command(_command)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -7,6 +7,7 @@ import re
 import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from .abbreviations import is_abbreviation
 from .chars import (
@@ -43,8 +44,16 @@ _URL_END = re.compile(r"[\s\u3000-\u303f\uff01\uff08\uff09\uff0c\uff1a\uff1b]")
 _QUOTATIVE_PARTICLES = ("と", "って")
 
 
+# The longest a sentence (so a claim) may be, in code points. Prose never comes near it; a
+# paragraph with no sentence end (a log, a minified line, a dump) would otherwise be one claim
+# of megabytes, and every answer citing it as large. A longer span is cut at its last
+# whitespace before the bound (or at the bound, if it has none).
+LONGEST_SENTENCE: Final = 2000
+
+
 def split_sentences(text: str, protected: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-    """Spans [start, end) in code points of `text`, one per sentence, in order."""
+    """Spans [start, end) in code points of `text`, one per sentence, in order, none longer
+    than `LONGEST_SENTENCE`."""
     n = len(text)
     if n == 0:
         return []
@@ -54,8 +63,27 @@ def split_sentences(text: str, protected: Sequence[tuple[int, int]] = ()) -> lis
         # general walk. The same spans as the walk below, which a property test checks.
         first = _RUN.search(text)
         if first is None or first.end() == n:
-            return _spans(text, [])
-    return _walk(text, protected)
+            return _bounded(text, _spans(text, []))
+    return _bounded(text, _walk(text, protected))
+
+
+def _bounded(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    if all(end - start <= LONGEST_SENTENCE for start, end in spans):
+        return spans
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        while end - start > LONGEST_SENTENCE:
+            limit = start + LONGEST_SENTENCE
+            cut = max(text.rfind(" ", start + 1, limit + 1), text.rfind("\n", start + 1, limit + 1))
+            cut = cut if cut > start else limit
+            piece = text[start:cut].rstrip()
+            out.append((start, start + len(piece)))
+            start = cut
+            while start < end and text[start].isspace():
+                start += 1
+        if start < end:
+            out.append((start, end))
+    return out
 
 
 def _walk(text: str, protected: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
