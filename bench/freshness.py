@@ -42,7 +42,8 @@ def measure(ws: Path, repeat: int = 50, edit: Path | None = None) -> dict[str, A
     """The figures on workspace `ws` (ingested; its current generation has a stat cache).
     With `edit`, that file is changed at the end (the workspace is not put back)."""
     from raytsystem.api import Session
-    from raytsystem.pipeline.freshness import BOUND_S, judge, observe
+    from raytsystem.pipeline.freshness import judge
+    from raytsystem.pipeline.freshness_walk import BOUND_S, observe
     from raytsystem.storage import generations
 
     out: dict[str, Any] = {"bound_s": BOUND_S}

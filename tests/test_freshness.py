@@ -317,7 +317,8 @@ def test_ctrl_c_during_a_query_stops_it_and_its_walk_quietly(kb: Path, tmp_path:
 def test_past_its_bound_a_moved_stat_is_unknown_unless_something_changed(kb: Path) -> None:
     """The verdict cannot hash past its bound: a file whose stat moved is then not called a
     change on its own (`unknown`), only beside a change it did find."""
-    from raytsystem.pipeline.freshness import judge, observe
+    from raytsystem.pipeline.freshness import judge
+    from raytsystem.pipeline.freshness_walk import observe
     from raytsystem.storage import generations
 
     os.utime(kb / "docs/payments.md")  # same bytes, a new stat

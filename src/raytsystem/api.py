@@ -394,7 +394,8 @@ class Session:
 
     def _probe(self) -> Probe | None:
         """Start looking at the workspace for an answer about to be made (None: "off")."""
-        from .pipeline.freshness import Probe, Tracker, observe, observe_forked
+        from .pipeline.freshness import Probe, Tracker
+        from .pipeline.freshness_walk import observe, observe_forked
 
         if self.freshness_mode == "off":
             return None

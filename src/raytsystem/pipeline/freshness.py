@@ -3,8 +3,8 @@ came from (ADR 0039).
 
 The reference is the stat cache (`storage.statcache`): the stat of every file the ingest that
 made the current generation looked at, with the revision each became. The check walks the
-workspace by discovery's rules and compares stats; it never reads the ledger's whole source
-list and never changes an answer.
+workspace by discovery's rules and compares stats (the walk: `pipeline.freshness_walk`); it
+never reads the ledger's whole source list and never changes an answer.
 
 - A file whose stat matches its entry is as the generation saw it.
 - A file the cache does not vouch for (new, its stat moved, or modified less than 2 s before
@@ -26,46 +26,38 @@ answer waits at most twice that for its freshness; at most `HASH_FILES` files an
 `HASH_BYTES` bytes are hashed per check. What it did not get to makes the state `unknown`
 unless it found a change (then a stat change from a trusted entry counts as a change too). A
 one-shot process (the CLI) walks the workspace once per command, beside the query (in a
-forked child, `observe_forked`); a long-lived one (`Tracker`: the MCP and
+forked child, `freshness_walk.observe_forked`); a long-lived one (`Tracker`: the MCP and
 Universe servers, a program's `Session`) walks once, then follows the OS's change
 notifications and looks again only at the paths they name.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import os
-import pickle
-import signal
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from ..discovery import Selection
 from ..storage import freshness_reads
 from ..storage.generations import GenerationRef
 from ..storage.reader import Reader
-from ..storage.statcache import Entry, read_entries
 from ..workspace import RAW_DIR, STATE_DIR, Workspace
+from .freshness_walk import BOUND_S, Observation, StatKey, cache_key, observe, stat_key
 from .query import Answer
 
-BOUND_S: Final = 1.0
 HASH_FILES: Final = 256
 HASH_BYTES: Final = 64 * 2**20
 EXAMPLES: Final = 5
-STATCACHE: Final = "statcache.sqlite3"
 # Past this many paths named by one drain of notifications, a walk is cheaper than looking
 # at each (and a burst that large may have overflowed the kernel's queue).
 REWALK_AFTER: Final = 1000
 NOTIFY_MS: Final = 50  # the notification thread hands paths over, and checks for a stop
 NOTIFY_STEP_MS: Final = 5  # after this long without a new notification
 START_S: Final = 5.0  # the most a tracker waits for its watcher to start (or stop)
-
-StatKey = tuple[int, int, int]  # size, mtime_ns, inode
 
 
 @dataclass(frozen=True)
@@ -130,174 +122,6 @@ def with_freshness(result: dict[str, Any], freshness: Freshness) -> dict[str, An
     if "timing" in result:
         out["timing"] = result["timing"]
     return out
-
-
-# --- looking at the workspace ----------------------------------------------------------------
-
-
-@dataclass
-class Observation:
-    """The workspace's selected files compared with the stat cache."""
-
-    cache_generation: str | None  # the generation the cache is for (None: no usable cache)
-    entries: dict[str, Entry]
-    seen: set[str] = field(default_factory=set)  # selected files found
-    suspects: dict[str, str] = field(default_factory=dict)  # path -> disk path: not vouched for
-    keys: dict[str, StatKey] = field(default_factory=dict)  # the suspects' stats
-    removed: set[str] = field(default_factory=set)  # cached sources not found
-    complete: bool = True  # the walk saw every file
-    sources_cached: int = 0  # entries that name a revision
-
-    def __post_init__(self) -> None:
-        self.sources_cached = sum(1 for e in self.entries.values() if e[3])
-
-    def put(self, path: str, key: StatKey | None, disk: str = "") -> None:
-        """Record what is at `path` now (`key` None: nothing selected is there)."""
-        entry = self.entries.get(path)
-        if key is None:
-            self.seen.discard(path)
-            self.suspects.pop(path, None)
-            if entry is not None and entry[3]:
-                self.removed.add(path)
-            return
-        self.seen.add(path)
-        self.removed.discard(path)
-        if entry is None or entry[:3] != key:
-            self.suspects[path] = disk
-            self.keys[path] = key
-        else:
-            self.suspects.pop(path, None)
-
-
-def _key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def observe(ws: Workspace, deadline: float) -> Observation:
-    """Walk the workspace (until `deadline`, a `time.monotonic()` value) and compare it with
-    the stat cache.
-
-    The walk is discovery's (`discovery.Selection` decides what is selected and which folders
-    are not entered, with its rules for names, symlinks and `.gitignore`s) with a shortcut for the common file: one whose path and
-    stat match its cache entry was selected when that entry was written, and is as it was."""
-    snapshot = read_entries(ws.state_dir / STATCACHE)
-    if snapshot is None:
-        return Observation(None, {})
-    generation, entries = snapshot
-    obs = Observation(generation, entries)
-    seen, suspects, keys = obs.seen, obs.suspects, obs.keys
-    selection = Selection(ws)
-    root = str(ws.root)
-    prefix = root if root.endswith(os.sep) else root + os.sep
-    pending = [root]
-    matched = 0  # cached sources found
-    while pending:
-        if time.monotonic() > deadline:
-            obs.complete = False
-            return obs
-        folder = pending.pop()
-        rel_dir = "" if folder == root else folder[len(prefix) :].replace(os.sep, "/") + "/"
-        try:
-            with os.scandir(folder) as listing:
-                found = list(listing)
-        except OSError:
-            continue
-        selection.enter(rel_dir[:-1], found)
-        for entry in found:
-            name = entry.name
-            try:
-                is_folder = entry.is_dir()  # follows a symlink, as discovery does
-            except OSError:
-                is_folder = False
-            if is_folder:
-                if entry.is_symlink() or selection.pruned(rel_dir + name):
-                    continue
-                pending.append(entry.path)
-                continue
-            rel = rel_dir + name
-            cached = entries.get(rel)
-            if cached is not None:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    st = None
-                if st is not None and cached[:3] == (st.st_size, st.st_mtime_ns, st.st_ino):
-                    seen.add(rel)
-                    matched += 1 if cached[3] else 0
-                    continue
-            c = selection.candidate_of(rel, entry)
-            if c is None:
-                continue
-            seen.add(c.path)
-            key = keys[c.path] = _key(c.stat)
-            cached = entries.get(c.path)
-            if cached is not None and cached[3]:
-                matched += 1
-            if cached is None or cached[:3] != key:
-                suspects[c.path] = c.disk
-    if matched != obs.sources_cached:
-        obs.removed = {p for p, e in entries.items() if e[3] and p not in seen}
-    return obs
-
-
-def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], Observation] | None:
-    """Start the walk now in a child process (a fork: nothing to import or open again), so
-    that it runs on another core beside the answer instead of sharing this process's GIL;
-    the function returned waits for its result (the probe calls it in a thread). None where
-    there is no fork. For one-shot processes: call it from the main thread, before any other
-    thread starts (a fork copies only the thread that made it)."""
-    if not hasattr(os, "fork"):
-        return None
-    deadline = time.monotonic() + bound  # the same clock in the child
-    read_end, write_end = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        return None
-    if pid == 0:  # the child: walk, hand the result over, and leave without cleaning up
-        code = 1
-        try:
-            os.close(read_end)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
-            # Let go of the parent's stdin, stdout and stderr: whoever reads the command's
-            # output to its end must not wait for this child.
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            obs = observe(ws, deadline)
-            slim = copy.copy(obs)  # what `judge` reads: the suspects' entries, not all
-            slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
-            data = pickle.dumps(slim, protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-
-    def wait(_deadline: float) -> Observation:
-        try:
-            with os.fdopen(read_end, "rb") as src:
-                data = src.read()
-        finally:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-        if not data:
-            raise RuntimeError("the walk's process ended without a result")
-        obs: Observation = pickle.loads(data)  # from our own child
-        return obs
-
-    return wait
-
-
-def cache_key(ws: Workspace) -> StatKey | None:
-    """The stat of the stat cache file: when it moves, an ingest wrote it."""
-    try:
-        return _key(os.stat(ws.state_dir / STATCACHE))
-    except OSError:
-        return None
 
 
 # --- judging it against a generation ---------------------------------------------------------
@@ -568,7 +392,7 @@ class Tracker:
                 if not os.path.lexists(disk) and any(p.startswith(inside) for p in obs.seen):
                     return False  # a folder with files in it went away
                 continue  # a file that is not selected (an editor's temporary file, say)
-            obs.put(rel, _key(c.stat) if c else None, c.disk if c else "")
+            obs.put(rel, stat_key(c.stat) if c else None, c.disk if c else "")
         return True
 
     def _rel(self, path: str) -> str | None:

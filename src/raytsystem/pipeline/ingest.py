@@ -30,18 +30,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from .. import faults
-from ..discovery import Candidate, Refusal, Skip, discover
 from ..errors import RaytError, WorkspaceError
-from ..model.adapters import adapter_for, media_type_for
 from ..model.generation import SourceState, generation_hash, manifest_digest
 from ..model.objects import chain_ids
 from ..model.text import Finding
 from ..progress import Progress
-from ..storage import generations, index_file, index_folder, index_writer, tombstones
+from ..storage import generations, index_file, index_folder, index_writer
 from ..storage import states as state
 from ..storage.blobs import DiskBlobStore
 from ..storage.db import Ledger, record_id_scheme
@@ -50,9 +47,10 @@ from ..storage.staging import Staging, staging
 from ..storage.statcache import StatCache
 from ..storage.writes import ObjectRows, commit_generation, insert_objects, record_ingest_run
 from ..workspace import Workspace
-from .files import FileTask, KeptFile, adapter_key, now_iso
+from .files import now_iso
 from .indexing import SourceForIndex, index_rows, rebuild
 from .ingest_run import IngestReport, Run
+from .ingest_scan import purged_blobs, purged_sources, save_stat_cache, scan_workspace, tasks_for
 from .manual import resolve_manual
 from .parallel import BATCH, batches, few_collections, results, side_thread
 from .screen import screen_for
@@ -87,13 +85,13 @@ def ingest(
     ):
         _settle_id_scheme(ledger, ws.config.ids.scheme)  # before any ID is derived
         run = _start(ws, ledger, blobs, stage, side)
-        run.screen = screen_for(ws, _purged(ledger))
+        run.screen = screen_for(ws, purged_blobs(ledger))
         cache = StatCache(
             ws.state_dir / "statcache.sqlite3", run.parent.hash if run.parent else None
         )
-        scan = _scan(run, scope)
-        run.removed_paths += _purged_sources(run, scan)
-        tasks = _tasks(run, scan, cache, staging_dir)
+        scan = scan_workspace(run, scope)
+        run.removed_paths += purged_sources(run, scan)
+        tasks = tasks_for(run, scan, cache, staging_dir)
         try:
             with contextlib.closing(results(tasks, blobs, jobs, progress)) as stream:
                 for batch in batches(stream, BATCH):
@@ -109,7 +107,7 @@ def ingest(
         if tasks or run.report.created:
             # Otherwise every file looked at was trusted by the cache, for this generation,
             # and nothing else changed: writing the cache again would change nothing.
-            _save_stat_cache(run, scan, cache, generation or run.parent)
+            save_stat_cache(run, scan, cache, generation or run.parent)
         run.report.seconds = time.monotonic() - started
         return run.report
 
@@ -171,90 +169,6 @@ def _start(
     run = Run(ws, ledger, blobs, stage, parent, active, report, now_iso(), side, open_index)
     run.parent_index, run.parent_index_usable = parent_index, usable
     return run
-
-
-@dataclass
-class _Scan:
-    """The files an ingest looked at."""
-
-    candidates: list[Candidate]
-    scanned_ns: int  # when, on the stat cache's clock: before any file's stat was taken
-    in_scope: Callable[[str], bool]  # a path the ingest's PATHS cover (all, without PATHS)
-
-
-def _scan(run: Run, scope: Sequence[str]) -> _Scan:
-    """The workspace's files (or those of `scope`); refusals become findings, and the
-    sources in scope that were not found are recorded as removed."""
-    candidates: list[Candidate] = []
-    scanned_ns = time.time_ns()
-    report, active = run.report, run.active
-    for item in discover(run.ws, scope):
-        if isinstance(item, Skip):
-            report.skipped[item.reason] = report.skipped.get(item.reason, 0) + 1
-        elif isinstance(item, Refusal):
-            if item.code == "path_not_found" and any(map(_scope_filter([item.path]), active)):
-                continue  # a known source that was deleted: recorded as gone below
-            report.findings.append(Finding(item.code, item.path, item.message))
-        else:
-            candidates.append(item)
-    report.scanned = len(candidates)
-    seen = {c.path for c in candidates} | {
-        f.subject for f in report.findings if f.code != "path_not_found"
-    }
-    in_scope = _scope_filter(scope)
-    run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
-    return _Scan(candidates, scanned_ns, in_scope)
-
-
-def _tasks(run: Run, scan: _Scan, cache: StatCache, staging_dir: str) -> list[FileTask]:
-    """A task for each file the stat cache cannot vouch for (or whose adapter changed)."""
-    tasks: list[FileTask] = []
-    ws, ledger = run.ws, run.ledger
-    for c in scan.candidates:
-        a = run.active.get(c.path)
-        if a and _was_purged(a, run.screen.purged):
-            a = None  # read the file as new: the screen refuses the purged bytes again
-        if (
-            a
-            and cache.fresh(c.path, c.stat, a.revision_id)
-            and a.adapter == _current_adapter(c.path)
-        ):
-            run.report.unchanged += 1
-            continue
-        tasks.append(
-            FileTask(
-                c.path,
-                c.disk,
-                staging_dir,
-                ws.config.ingest.max_file_bytes,
-                ledger.ids.number,
-                a.blob if a else None,
-                a.adapter if a else None,
-                a.text_blob if a else None,
-                run.screen,
-            )
-        )
-    return tasks
-
-
-def _purged(ledger: Ledger) -> frozenset[str]:
-    with ledger.reading() as conn:
-        return frozenset(tombstones.purged_addresses(conn))
-
-
-def _was_purged(a: state.ActiveSource, purged: frozenset[str]) -> bool:
-    return a.blob in purged or (a.text_blob is not None and a.text_blob in purged)
-
-
-def _purged_sources(run: Run, scan: _Scan) -> list[str]:
-    """Active sources in scope whose revision was purged (ADR 0040): they leave the new
-    generation, unless their file now has other, clean content."""
-    removed = set(run.removed_paths)
-    return sorted(
-        p
-        for p, a in run.active.items()
-        if p not in removed and scan.in_scope(p) and _was_purged(a, run.screen.purged)
-    )
 
 
 def _finish(
@@ -469,57 +383,3 @@ def _tidy_indexes(run: Run, generation: generations.GenerationRef | None) -> Non
         first = [new_index] + ([run.parent_index] if run.parent_index else [])
         report.indexes_pruned = len(index_folder.prune(ws.index_dir, ws.config.index.keep, first))
     report.index_spare_made = run.spare is not None and run.spare.result()
-
-
-def _save_stat_cache(
-    run: Run, scan: _Scan, cache: StatCache, current: generations.GenerationRef | None
-) -> None:
-    # A file that made no source (binary, too large, undecodable) or was kept at its last good
-    # revision is recorded with revision "": no ingest trusts such an entry (it matches no active revision), but the freshness
-    # check reads it as "this file is as the generation saw it". A file that could not be
-    # read is not recorded: the generation did not see it.
-    unread = {f.subject for f in run.report.findings if f.code == "read_error"}
-    entries = [
-        (c.path, c.stat, _stat_cache_revision(run, c.path))
-        for c in scan.candidates
-        if c.path not in unread
-    ]
-    cache.save(
-        current.hash if current else None,
-        entries,
-        scan.scanned_ns,
-        keep=lambda path: not scan.in_scope(path),  # what an ingest of PATHS did not look at
-    )
-
-
-def _scope_filter(scope: Sequence[str]) -> Callable[[str], bool]:
-    prefixes = [s.rstrip("/") for s in scope if s]
-    if not prefixes:
-        return lambda _p: True
-    return lambda p: any(p == s or p.startswith(s + "/") for s in prefixes)
-
-
-def _current_adapter(path: str) -> str:
-    return _adapter_key_for(media_type_for(path))
-
-
-@functools.lru_cache(maxsize=16)
-def _adapter_key_for(media_type: str) -> str:
-    return adapter_key(adapter_for(media_type))
-
-
-def _stat_cache_revision(run: Run, path: str) -> str:
-    """The revision a stat cache entry vouches for: none ("") for a file kept at its last
-    good revision or quarantined, which is read again next time (it may be good again)."""
-    if path in run.kept_paths or path in run.quarantined:
-        return ""
-    return _cached_revision(path, run.active, run.changed)
-
-
-def _cached_revision(
-    path: str, active: dict[str, state.ActiveSource], changed: dict[str, KeptFile]
-) -> str:
-    if path in changed:
-        return changed[path].revision_id
-    a = active.get(path)
-    return a.revision_id if a else ""
