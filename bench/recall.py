@@ -46,8 +46,8 @@ def main() -> None:
     args = parser.parse_args()
     if not args.corpus.is_dir():
         sys.exit(f"no corpus at {args.corpus}")
+    from raytsystem.pipeline.claim_scoring import match_expression
     from raytsystem.pipeline.query import parse_query
-    from raytsystem.pipeline.ranking import match_expression
     from raytsystem.storage.index_file import index_path
 
     ws = args.keep or Path(tempfile.mkdtemp(prefix="raytrecall-"))

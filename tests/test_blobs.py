@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytsystem.errors import BlobMissing, ChecksumMismatch, IntegrityError, UsageError
-from raytsystem.storage.blobs import DiskBlobStore, MemoryBlobStore, PackWriter, check_address
+from raytsystem.storage.blobs import DiskBlobStore, MemoryBlobStore, check_address
+from raytsystem.storage.pack_writer import PackWriter
 from raytsystem.storage.packs import pack_bytes, pack_entries
 
 # --- filesystem access probe -------------------------------------------------------------------
@@ -508,9 +509,9 @@ def test_a_foreign_file_among_the_packs_is_a_stray(disk: DiskBlobStore) -> None:
 def test_a_pack_is_written_once_its_blobs_pass_the_size_cap(
     disk: DiskBlobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import raytsystem.storage.blobs as blobs_module
+    import raytsystem.storage.pack_writer as pack_writer_module
 
-    monkeypatch.setattr(blobs_module, "PACK_BYTES", 100)
+    monkeypatch.setattr(pack_writer_module, "PACK_BYTES", 100)
     blobs = [bytes([i]) * 60 for i in range(3)]
     with disk.staging_area() as area:
         pack = PackWriter(disk, area)

@@ -15,7 +15,7 @@ from conftest import run_cli, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytsystem.pipeline import ranking
+from raytsystem.pipeline import claim_scoring, ranking
 from raytsystem.pipeline.query import parse_query
 from raytsystem.storage import index_file
 
@@ -155,13 +155,13 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
         terms = parse_query(question)
         # all the terms searched, or only the first (the others too common, as QUERY decides)
         for searched in {tuple(terms), tuple(terms[:1])}:
-            scorer = ranking.ClaimScorer(conn, list(searched))
+            scorer = claim_scoring.ClaimScorer(conn, list(searched))
             rows = conn.execute(
                 "SELECT rowid, bm25(claims_fts, ?, ?, ?), terms, heading, path FROM claims_fts "
                 "WHERE claims_fts MATCH ?",
-                (*ranking.WEIGHTS, ranking.match_expression(list(searched))),
+                (*claim_scoring.WEIGHTS, claim_scoring.match_expression(list(searched))),
             ).fetchall()
-            scored = ranking.score_claims(conn, [r[0] for r in rows], terms, scorer)
+            scored = claim_scoring.score_claims(conn, [r[0] for r in rows], terms, scorer)
             for rowid, bm25, *columns in rows:
                 held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
                 if len(held) >= min(len(terms), 2):
@@ -178,7 +178,7 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
 def test_fts_totals_are_rows_and_tokens(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT terms, heading, path FROM claims_fts").fetchall()
     tokens = sum(len(column.split()) for row in rows for column in row)
-    assert ranking._fts_totals(conn, "claims_fts") == (len(rows), tokens)
+    assert claim_scoring.fts_totals(conn, "claims_fts") == (len(rows), tokens)
 
 
 def test_blocks_stay_exact_through_patches(conn: sqlite3.Connection) -> None:
@@ -240,9 +240,12 @@ def test_both_ways_of_finding_claims_agree(conn: sqlite3.Connection) -> None:
     found = 0
     for question in QUESTIONS:
         terms = parse_query(question)
-        for expression in {ranking.match_expression(terms), ranking.claim_filter(terms, terms)}:
-            scan = ranking._claims_in(conn, expression, some, True)
-            per_block = ranking._claims_in(conn, expression, some, False)
+        for expression in {
+            claim_scoring.match_expression(terms),
+            claim_scoring.claim_filter(terms, terms),
+        }:
+            scan = claim_scoring.claims_in(conn, expression, some, True)
+            per_block = claim_scoring.claims_in(conn, expression, some, False)
             assert sorted(scan) == sorted(per_block)
             found += len(scan)
     assert found > 50
@@ -281,11 +284,11 @@ def test_best_sources_break_ties_by_source_id(
 ) -> None:
     monkeypatch.setattr(ranking, "SOURCE_CANDIDATES", limit)
     for question in QUESTIONS:
-        expression = ranking.match_expression(parse_query(question))
+        expression = claim_scoring.match_expression(parse_query(question))
         everything = conn.execute(
             "SELECT f.rowid, bm25(sources_fts, ?, ?, ?) AS score, d.source_id "
             "FROM sources_fts f JOIN docs d ON d.rowid = f.rowid WHERE sources_fts MATCH ?",
-            (*ranking.WEIGHTS, expression),
+            (*claim_scoring.WEIGHTS, expression),
         ).fetchall()
         expected = sorted(everything, key=lambda x: (x[1], x[2]))[:limit]
         assert ranking._best_sources(conn, expression) == expected, question

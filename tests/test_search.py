@@ -12,6 +12,7 @@ from typing import Any
 from conftest import run_cli, write
 
 from raytsystem.model.terms import term_text
+from raytsystem.pipeline.claim_scoring import WEIGHTS
 from raytsystem.pipeline.indexing import (
     Analyzer,
     ClaimFact,
@@ -19,7 +20,6 @@ from raytsystem.pipeline.indexing import (
     _tiled,
     source_rows,
 )
-from raytsystem.pipeline.ranking import WEIGHTS
 from raytsystem.storage import index_folder
 
 DOC = """# Payments

@@ -34,8 +34,9 @@ from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
 from .chain import Checker
+from .claim_scoring import WEIGHTS, match_expression
 from .query import parse_query, verify_chosen
-from .ranking import WEIGHTS, choose, match_expression
+from .ranking import choose
 
 MAX_CLAIMS: Final = 40
 BLOCK_KINDS: Final = frozenset({"code", "html"})

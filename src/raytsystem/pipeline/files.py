@@ -29,8 +29,9 @@ from ..model.objects import (
     source_id_for,
 )
 from ..model.text import Finding, NotText, decode
-from ..storage.blobs import DiskBlobStore, PackWriter, address_of
+from ..storage.blobs import DiskBlobStore, address_of
 from ..storage.index_file import source_rows_digest
+from ..storage.pack_writer import PackWriter
 from ..storage.staging import state_evidence
 from ..workspace import is_note
 from .indexing import Analyzer, ClaimFact, SegmentFact, source_rows

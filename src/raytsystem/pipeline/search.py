@@ -18,8 +18,8 @@ from ..storage import chains, index_file, tombstones
 from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
+from .claim_scoring import WEIGHTS, match_expression
 from .query import MAX_LIMIT, parse_query
-from .ranking import WEIGHTS, match_expression
 
 
 def _segment_texts(

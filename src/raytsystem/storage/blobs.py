@@ -7,9 +7,9 @@ replaces an existing file), removes the temp name and fsyncs the directory. A cr
 no blob or a complete one; at worst a stray `.tmp-*` file that `verify` reports.
 
 Ingest's workers write the new blobs of a chunk of files as one read-only *pack* instead
-(storage/packs.py, ADR 0025), staged unsynced in `_raw/.staging/`; the parent `publish`es each
-batch: one filesystem sync (Linux `syncfs`; one fsync per file elsewhere), a link per pack, one
-more sync for the names. The guarantee is `put`'s (nothing can be found before its bytes are on
+(storage/packs.py, ADR 0025), collected by `PackWriter` (storage/pack_writer.py) and staged
+unsynced in `_raw/.staging/`; the parent `publish`es each batch: one filesystem sync (Linux
+`syncfs`; one fsync per file elsewhere), a link per pack, one more sync for the names. The guarantee is `put`'s (nothing can be found before its bytes are on
 disk) for two syncs per batch. A blob is found loose first, then in the packs; the packs'
 tables are read once per store.
 
@@ -38,20 +38,15 @@ from .packs import PACK_NAME, PACKS, Location, PackTables, pack_entries, read_at
 
 # `address_of` and `check_address` (addresses.py) are part of the store's interface too.
 __all__ = [
-    "PACK_BYTES",
     "STAGING",
     "BlobStore",
     "DiskBlobStore",
     "MemoryBlobStore",
-    "PackWriter",
     "address_of",
     "check_address",
 ]
 
 STAGING: Final = ".staging"  # under the store's root, beside `blake3/`: same filesystem
-# A pack is written once the blobs waiting for it pass this: what a worker holds, and what
-# `verify` reads at once, stays near it (a larger blob makes a pack of its own size).
-PACK_BYTES: Final = 16 << 20
 
 
 class BlobStore(Protocol):
@@ -430,46 +425,6 @@ class DiskBlobStore:
                     if not ADDRESS_RE.fullmatch(entry.name) or entry.name[:2] != shard.name
                 )
         return strays
-
-
-class PackWriter:
-    """The new blobs of a few files, staged as packs (ADR 0025): `add` each, then `seal`.
-
-    A blob already in the store, or already added, is not added again. The blobs wait in
-    memory until they pass PACK_BYTES (then they are written as one pack and the next pack
-    begins) or until `seal`. A pack is written unsynced in the staging area;
-    `DiskBlobStore.publish` then makes it durable and visible."""
-
-    def __init__(self, store: DiskBlobStore, staging_dir: str) -> None:
-        self.store = store
-        self.staging_dir = staging_dir
-        self._blobs: dict[str, bytes] = {}
-        self._size = 0
-        self._seen: set[str] = set()  # everything added, in any pack of this writer
-        self._written: list[tuple[str, str]] = []
-
-    def add(self, data: bytes, address: str | None = None) -> str:
-        """The address of `data` (`address` when the caller has just computed it), which
-        will be in a pack unless the store has it already."""
-        address = address or address_of(data)
-        if address not in self._seen and not self.store.has(address):
-            self._seen.add(address)
-            self._blobs[address] = data
-            self._size += len(data)
-            if self._size >= PACK_BYTES:
-                self._write()
-        return address
-
-    def seal(self) -> list[tuple[str, str]]:
-        """(pack name, temp file) of each pack written; empty when nothing was new."""
-        self._write()
-        written, self._written = self._written, []
-        return written
-
-    def _write(self) -> None:
-        if self._blobs:
-            blobs, self._blobs, self._size = self._blobs, {}, 0
-            self._written.append(stage_pack(blobs, self.staging_dir))
 
 
 def _zero_and_unlink(path: Path, spans: list[tuple[int, int]]) -> None:

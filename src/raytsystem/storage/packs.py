@@ -3,9 +3,9 @@
 Ingest writes thousands of blobs, and a file per blob costs the kernel more than hashing and
 writing its bytes. So its workers write the new blobs of a chunk of files as one pack:
 `_raw/blake3/packs/<64 hex>.pack`, named by the BLAKE3 of its own bytes, that holds a table of
-(address, offset, length) and then the blobs. `PackWriter` (storage/blobs.py) collects them
-and stages each pack unsynced (`stage_pack`); `DiskBlobStore.publish` makes packs durable and
-visible.
+(address, offset, length) and then the blobs. `PackWriter` (storage/pack_writer.py) collects
+them and stages each pack unsynced (`stage_pack`); `DiskBlobStore.publish` makes packs durable
+and visible.
 
 This module owns the pack's byte format (`pack_parts`, `pack_table`, `pack_entries`), writing
 one (`stage_pack`) and the lookup of a blob in the tables of the packs a store has read
