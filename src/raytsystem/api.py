@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from .workspace import Workspace, init_workspace
 
 if TYPE_CHECKING:
-    # The result types, named here for the front ends and programs that use them.
     from .pipeline.freshness import FreshAnswer as FreshAnswer
     from .pipeline.freshness import Freshness as Freshness
     from .pipeline.freshness import Probe, Tracker
@@ -49,8 +48,8 @@ if TYPE_CHECKING:
     from .storage.db import Ledger
     from .storage.reader import Reader
 
-# Imported when first asked for (`from raytsystem.api import Answer`): importing this module
-# stays cheap for a command that needs none of them. Name -> (module, its name there).
+# Result types and helpers for front ends, imported when first asked for (`from raytsystem.api
+# import Answer`), so importing this module stays cheap. Name -> (module, its name there).
 _LAZY = {
     "Answer": ("pipeline.query", "Answer"),
     "FreshAnswer": ("pipeline.freshness", "FreshAnswer"),
