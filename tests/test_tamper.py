@@ -526,20 +526,18 @@ KINDS = [
         "unverified manual claim confirmed, claim hash recomputed, index rebuilt",
         manual_confirmed,
         Q_VAULT,
-        fails("ledger_mismatch"),
+        # The rebuilt index holds the forged claim: its rows are not the ones the ledger
+        # recorded for the generation.
+        fails("ledger_mismatch", "index_generation_mismatch"),
         findings("source_digest_mismatch"),
-        query_today="issue 34: answered (exit 0) with the manual claim, which has no verified "
-        "citation",
     ),
     Kind(
         "unverified manual claim confirmed, the whole chain re-hashed",
         manual_confirmed_whole_chain,
         Q_VAULT,
-        fails("ledger_mismatch"),
+        fails("ledger_mismatch", "index_generation_mismatch"),
         # Proposed: a confirmed manual claim without a verified citation evidence.
         findings("claim_unsupported"),
-        query_today="issue 34: answered (exit 0) with the manual claim, which has no verified "
-        "citation",
         verify_today="issue 34: verify exits 0: every hash agrees, and nothing checks that a "
         "confirmed manual claim has its citation evidence",
     ),
