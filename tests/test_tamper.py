@@ -536,10 +536,8 @@ KINDS = [
         manual_confirmed_whole_chain,
         Q_VAULT,
         fails("ledger_mismatch", "index_generation_mismatch"),
-        # Proposed: a confirmed manual claim without a verified citation evidence.
+        # A confirmed manual claim without the citation evidence its note gives it.
         findings("claim_unsupported"),
-        verify_today="issue 34: verify exits 0: every hash agrees, and nothing checks that a "
-        "confirmed manual claim has its citation evidence",
     ),
     # --- issue 34: what verify must see --------------------------------------------------------
     Kind(

@@ -50,6 +50,7 @@ from ..syscalls import start_helper
 from .verify_fields import PURGED
 from .verify_generations import check_generations
 from .verify_indexes import check_indexes
+from .verify_manual import check_manual_claims
 from .verify_report import VerifyReport
 from .verify_rows import CLAIMS_HELPER_FROM, check_ledger, check_references, claims_checked_beside
 from .verify_structure import check_settings, check_structure, stops_at_damage
@@ -171,6 +172,8 @@ def verify(
             check_ledger(conn, derive, store, present, report, progress)
         reading.check = "the references between its rows"
         check_references(conn, report)
+        reading.check = "its manual claims"
+        check_manual_claims(conn, report)
         reading.check = "the generations"
         current = check_generations(conn, report)
         report.generation = current.to_json() if current else None

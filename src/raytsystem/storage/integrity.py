@@ -408,3 +408,33 @@ def head_pointer(conn: Connection) -> str | None:
     """The generation hash the head row names, whether or not that generation exists."""
     row = conn.execute(select(Head.c.generation_hash).where(Head.c.name == "current")).first()
     return None if row is None else str(row[0])
+
+
+class ManualEvidence(NamedTuple):
+    claim_id: str
+    evidence_ids: str  # the state's list, canonical JSON, as recorded
+    evidence_id: str | None  # one evidence row of the claim; None when it has none
+    role: str | None
+    note_meta: str | None  # the meta of the normalization its evidence's segment is in
+
+
+def confirmed_manual_evidence(conn: Connection) -> Iterator[ManualEvidence]:
+    """Every state in which a manual claim is confirmed, once per evidence row of its claim,
+    with the meta of the note (the normalization) that evidence is in. Notes' claims are few:
+    this is not streamed by the whole ledger's measure."""
+    stmt = (
+        select(
+            ClaimState.c.claim_id,
+            ClaimState.c.evidence_ids,
+            Evidence.c.id,
+            Evidence.c.role,
+            Normalization.c.meta,
+        )
+        .join(Claim, Claim.c.id == ClaimState.c.claim_id)
+        .outerjoin(Evidence, Evidence.c.claim_id == ClaimState.c.claim_id)
+        .outerjoin(Segment, Segment.c.id == Evidence.c.segment_id)
+        .outerjoin(Normalization, Normalization.c.id == Segment.c.normalization_id)
+        .where(Claim.c.authority == "manual", ClaimState.c.status == "confirmed")
+        .order_by(ClaimState.c.id, Evidence.c.id)
+    )
+    return (ManualEvidence._make(row) for row in conn.execute(stmt))

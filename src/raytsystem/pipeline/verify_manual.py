@@ -1,0 +1,58 @@
+"""What `verify` checks of a confirmed manual claim beyond its hashes: that its note makes it
+a current claim without problems and that its state lists one citation evidence per
+citation the note gives it. The hashes prove a state was not changed since it was hashed,
+not that an ingest confirmed it: a forger who re-hashes the whole chain passes them all. A
+query makes the same check before it answers (`chain.Checker`, ADR 0037)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ..storage import integrity
+from ..storage.states import read_state_evidence
+from .verify_report import VerifyReport
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+def check_manual_claims(conn: Connection, report: VerifyReport) -> None:
+    """`claim_unsupported` for each confirmed state of a manual claim that its note does not
+    support (reported once per claim and evidence list)."""
+    states: dict[tuple[str, str], list[integrity.ManualEvidence]] = defaultdict(list)
+    for row in integrity.confirmed_manual_evidence(conn):
+        states[(row.claim_id, row.evidence_ids)].append(row)
+    for (claim_id, listed), rows in sorted(states.items()):
+        why = _unsupported(claim_id, read_state_evidence(listed) or [], rows)
+        if why:
+            report.add("error", "claim_unsupported", claim_id, f"claim {claim_id}: {why}")
+
+
+def _unsupported(
+    claim_id: str, listed: list[str], rows: list[integrity.ManualEvidence]
+) -> str | None:
+    role = {r.evidence_id: r.role for r in rows if r.evidence_id is not None}
+    metas = {r.evidence_id: r.note_meta for r in rows if r.evidence_id is not None}
+    statement = [e for e in listed if role.get(e) == "statement"]
+    if not statement:
+        return "confirmed, but its state lists no statement evidence"
+    raw = metas.get(statement[0])
+    meta = json.loads(raw) if raw else {}
+    entry = next((e for e in meta.get("claims", ()) if e.get("id") == claim_id), None)
+    if (
+        entry is None
+        or meta.get("note_error")
+        or (meta.get("note") or {}).get("status") != ("current")
+    ):
+        return "confirmed, but its note does not make it a current claim"
+    if entry.get("problems"):
+        return "confirmed, but its note's citations have problems"
+    cited = [e for e in listed if role.get(e) == "citation"]
+    if len(cited) != len(entry.get("citations", ())):
+        return (
+            f"confirmed with {len(cited)} citation evidence, but its note gives it "
+            f"{len(entry.get('citations', ()))} citations"
+        )
+    return None
