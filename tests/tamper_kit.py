@@ -120,9 +120,13 @@ def copy_of(template: Path, target: Path) -> Path:
 
 
 def without_timing(body: Any) -> Any:
+    """The answer itself: without its timing, nor its freshness, which says how the files
+    compare with the generation (a killed ingest or a damaged stat cache changes it) and never
+    changes the answer."""
     if isinstance(body, dict):
         body = dict(body)
         body.pop("timing", None)
+        body.pop("freshness", None)
     return body
 
 
