@@ -68,6 +68,27 @@ def offtopic_cases(prefix: str, questions: list[str]) -> list[dict[str, object]]
     ]
 
 
+def init_workspace(out: Path) -> None:
+    """Make `out` a raytsystem workspace unless it is one."""
+    if not (out / "raytsystem.toml").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "raytsystem", "init", str(out)], check=True, capture_output=True
+        )
+
+
+def write_dataset(out: Path, name: str, cases: list[dict[str, object]]) -> Path:
+    """`out/<name>.json`: an eval dataset of `cases`, k 10, evidence_k 5."""
+    dataset = out / f"{name}.json"
+    dataset.write_text(
+        json.dumps(
+            {"name": name, "k": 10, "evidence_k": 5, "cases": cases}, indent=1, ensure_ascii=False
+        ),
+        encoding="utf-8",
+    )
+    return dataset
+
+
 def build(
     corpus: Path, out: Path, docs: int | None = None, tldr: Path = DEFAULT_TLDR, offtopic: int = 60
 ) -> Path:
@@ -88,11 +109,7 @@ def build(
         claims = chosen_claims
         distractors = [d for d in sorted(abstracts) if d not in set(keep)][: docs - len(keep)]
         abstracts = {d: abstracts[d] for d in keep + distractors}
-    if not (out / "raytsystem.toml").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "raytsystem", "init", str(out)], check=True, capture_output=True
-        )
+    init_workspace(out)
     target = out / "docs" / "scifact"
     target.mkdir(parents=True, exist_ok=True)
     for doc_id, doc in abstracts.items():
@@ -125,16 +142,7 @@ def build(
         cases.append(case)
     cases += offtopic_cases("offtopic-tldr", tldr_tasks(tldr, offtopic))
     cases += offtopic_cases("offtopic-general", general_questions())
-    dataset = out / "scifact-train.json"
-    dataset.write_text(
-        json.dumps(
-            {"name": "scifact-train", "k": 10, "evidence_k": 5, "cases": cases},
-            indent=1,
-            ensure_ascii=False,
-        ),
-        encoding="utf-8",
-    )
-    return dataset
+    return write_dataset(out, "scifact-train", cases)
 
 
 def main() -> None:

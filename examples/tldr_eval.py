@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from scifact_eval import general_questions, init_workspace, offtopic_cases, write_dataset
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parents[1] / "shared" / "corpora" / "tldr-multilingual"
 DEFAULT_SCIFACT = DEFAULT_CORPUS.parent / "scifact"
 QUESTIONS = HERE / "tldr-multilingual-questions.json"
-GENERAL = HERE / "offtopic-general.json"
 
 
 def scifact_claims(scifact: Path, n: int) -> list[str]:
@@ -41,31 +41,12 @@ def scifact_claims(scifact: Path, n: int) -> list[str]:
 
 
 def build(corpus: Path, out: Path, scifact: Path = DEFAULT_SCIFACT, offtopic: int = 60) -> Path:
-    if not (out / "raytsystem.toml").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "raytsystem", "init", str(out)], check=True, capture_output=True
-        )
+    init_workspace(out)
     shutil.copytree(corpus, out / "docs", dirs_exist_ok=True)
     cases = list(json.loads(QUESTIONS.read_text(encoding="utf-8"))["cases"])
-    general = json.loads(GENERAL.read_text(encoding="utf-8"))["questions"]
-    for prefix, questions in (
-        ("offtopic-scifact", scifact_claims(scifact, offtopic)),
-        ("offtopic-general", general),
-    ):
-        cases += [
-            {"id": f"{prefix}-{i}", "query": q, "expect": "gap"} for i, q in enumerate(questions, 1)
-        ]
-    dataset = out / "tldr-multilingual.json"
-    dataset.write_text(
-        json.dumps(
-            {"name": "tldr-multilingual", "k": 10, "evidence_k": 5, "cases": cases},
-            indent=1,
-            ensure_ascii=False,
-        ),
-        encoding="utf-8",
-    )
-    return dataset
+    cases += offtopic_cases("offtopic-scifact", scifact_claims(scifact, offtopic))
+    cases += offtopic_cases("offtopic-general", general_questions())
+    return write_dataset(out, "tldr-multilingual", cases)
 
 
 def main() -> None:

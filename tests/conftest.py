@@ -51,20 +51,43 @@ class Result:
 CliRunner = Callable[..., Result]
 
 
-def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
-) -> Result:
-    """Run `raytsystem ARGS` as a real process (the installed console script's module)."""
+def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a CLI process of a test runs in: this one, with `env` over it."""
     full_env = {**os.environ, **(env or {})}
     # Let the CLI processes cache their bytecode: with PYTHONDONTWRITEBYTECODE set (as on
     # these machines), every process would recompile every module, about a second each.
     full_env.pop("PYTHONDONTWRITEBYTECODE", None)
     # A command that hangs says where: on SIGABRT faulthandler prints every thread's stack.
     full_env.setdefault("PYTHONFAULTHANDLER", "1")
+    return full_env
+
+
+def start_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, session: bool = True
+) -> subprocess.Popen[str]:
+    """`raytsystem ARGS` started, not awaited, for a test that interrupts it or waits for it:
+    stdout and stderr piped as text, Ctrl-C at its default, and with `session` in a process
+    group of its own (a Ctrl-C sent to the group reaches it as a terminal's would)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "raytsystem", *args],
+        cwd=cwd,
+        env=cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+        start_new_session=session,
+    )
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> Result:
+    """Run `raytsystem ARGS` as a real process (the installed console script's module)."""
     with subprocess.Popen(
         [sys.executable, "-m", "raytsystem", *args],
         cwd=cwd,
-        env=full_env,
+        env=cli_env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

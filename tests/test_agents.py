@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPORA, REPO, run_cli, write
+from conftest import CORPORA, REPO, mcp_server, run_cli, write
 
 from raytsystem.canonical import canonical_json
 
@@ -91,32 +91,15 @@ def test_bundle_budget_errors(kb: Path) -> None:
     assert result.code == 2 and result.json()["error"]["code"] == "invalid_budget"
 
 
-def _server(ws: Path, **extra_env: str) -> Any:
-    """`raytsystem mcp` for `ws` as an MCP client starts it: a process on stdio."""
-    import os
-
-    from mcp.client.stdio import StdioServerParameters
-
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k.startswith(("RAYTSYSTEM_", "PYTHON", "PATH", "HOME"))
-    }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "raytsystem", "--workspace", str(ws), "mcp"],
-        env=env | extra_env,
-        cwd=str(ws),
-    )
-
-
 async def _mcp_session(ws: Path) -> dict[str, Any]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import stdio_client
 
     out: dict[str, Any] = {}
-    async with stdio_client(_server(ws)) as (read, write_), ClientSession(read, write_) as session:
+    async with (
+        stdio_client(mcp_server(ws)) as (read, write_),
+        ClientSession(read, write_) as session,
+    ):
         await session.initialize()
         tools = await session.list_tools()
         out["tools"] = {t.name: t for t in tools.tools}
@@ -163,7 +146,7 @@ async def _out_of_memory_session(ws: Path) -> list[tuple[bool, str]]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import stdio_client
 
-    server = _server(ws, RAYTSYSTEM_FAIL_AT="query.after_search:ENOMEM")
+    server = mcp_server(ws, RAYTSYSTEM_FAIL_AT="query.after_search:ENOMEM")
     async with stdio_client(server) as (read, write_), ClientSession(read, write_) as session:
         await session.initialize()
         results = [

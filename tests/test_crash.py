@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import blob_bytes, default_sigint, pack_blobs, run_cli, write
+from conftest import blob_bytes, pack_blobs, run_cli, start_cli, write
 
 POINTS = [
     "ingest.take",
@@ -192,22 +192,9 @@ def _ctrl_c_at(
     Ctrl-C as a terminal does (SIGINT to its whole process group): it must end with exit 130
     and say so once, in one line (in JSON with `--json`), with no traceback from any process."""
     import os
-    import subprocess
-    import sys
     import time
 
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": f"{point}:30"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", *command],
-        cwd=workspace,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-        start_new_session=True,
-    )
+    proc = start_cli(*command, cwd=workspace, env={"RAYTSYSTEM_PAUSE_AT": f"{point}:30"})
     if ready is None:
         time.sleep(3)
     else:

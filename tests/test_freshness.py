@@ -285,25 +285,12 @@ def test_ctrl_c_during_a_query_stops_it_and_its_walk_quietly(kb: Path, tmp_path:
     """The CLI walks in a child process beside the query: Ctrl-C (to the process group, as a
     terminal sends it) ends both, with the one line the CLI prints and no traceback."""
     import signal
-    import subprocess
-    import sys
 
-    from conftest import default_sigint
+    from conftest import start_cli
 
     flag = tmp_path / "paused"
-    env = {**os.environ, "RAYTSYSTEM_PAUSE_AT": "query.after_search:60"}
-    env["RAYTSYSTEM_PAUSE_FLAG"] = str(flag)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "query", QUESTION],
-        cwd=kb,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-        start_new_session=True,
-    )
+    env = {"RAYTSYSTEM_PAUSE_AT": "query.after_search:60", "RAYTSYSTEM_PAUSE_FLAG": str(flag)}
+    proc = start_cli("query", QUESTION, cwd=kb, env=env)
     deadline = time.monotonic() + 60
     while not flag.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

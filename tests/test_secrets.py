@@ -90,6 +90,51 @@ def stored_bytes(ws: Path) -> list[tuple[Path, bytes]]:
     ]
 
 
+def tiny_pdf(line: str) -> bytes:
+    """A one-page PDF whose text is `line` (Helvetica, uncompressed), offsets computed."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({line}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return out
+
+
+def test_a_pdf_is_judged_by_the_text_it_holds(workspace: Path) -> None:
+    """A PDF's secret is in the text its adapter extracts, not in its binary streams: ingest
+    quarantines the one that holds a key and stores the clean one; `scan` reads them alike."""
+    ws = workspace
+    key_text = made_up_secrets()["aws_key_id"][1]
+    (ws / "docs").mkdir(exist_ok=True)
+    (ws / "docs" / "keys.pdf").write_bytes(tiny_pdf(key_text))
+    (ws / "docs" / "clean.pdf").write_bytes(tiny_pdf("The deploy runs nightly."))
+    report = ingest_json(ws)
+    quarantined = [f["subject"] for f in report["findings"] if f["code"] == "secret_detected"]
+    assert quarantined == ["docs/keys.pdf:1"], report["findings"]
+    assert report["counts"]["new_sources"] == 1
+    scanned = run_cli("scan", "docs", "--json", cwd=ws)
+    assert scanned.code == 3, scanned.stdout
+    body = scanned.json()
+    assert [s["path"] for s in body["secrets"]] == ["docs/keys.pdf"], body
+    assert made_up_secrets()["aws_key_id"][0] not in scanned.stdout
+
+
 def ingest_json(ws: Path) -> dict:
     result = run_cli("ingest", "--json", cwd=ws)
     assert result.code == 0, result.stdout + result.stderr

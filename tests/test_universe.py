@@ -15,8 +15,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, default_sigint, run_cli, write
+from conftest import REPO, run_cli, start_cli, write
 
 from raytsystem.errors import IntegrityError, NotFound, UsageError
 from raytsystem.universe.page import content_security_policy, embed_json, render_page
@@ -390,14 +388,7 @@ def test_cli_serve_refuses_non_loopback(tmp_path: Path) -> None:
 
 def test_cli_serve_answers_and_stops_on_ctrl_c(workspace: Path) -> None:
     build_workspace(workspace)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "raytsystem", "serve", "--port", "0"],
-        cwd=workspace,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = start_cli("serve", "--port", "0", cwd=workspace, session=False)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

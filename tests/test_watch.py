@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Backend, default_sigint, run_cli, write
+from conftest import Backend, run_cli, start_cli, write
 
 from raytsystem.pipeline.watch import Triggers
 from raytsystem.workspace import Workspace
@@ -33,19 +33,7 @@ class Watch:
     group, as a terminal sends it); its JSON lines are collected as they come."""
 
     def __init__(self, ws: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        full = {**os.environ, **(env or {})}
-        full.pop("PYTHONDONTWRITEBYTECODE", None)
-        full.setdefault("PYTHONFAULTHANDLER", "1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "raytsystem", "watch", "--json", "--jobs", "1", *args],
-            cwd=ws,
-            env=full,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=default_sigint,
-            start_new_session=True,
-        )
+        self.proc = start_cli("watch", "--json", "--jobs", "1", *args, cwd=ws, env=env)
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.stderr: list[str] = []

@@ -28,9 +28,16 @@ from typing import Any, Final, cast
 
 # detect-secrets logs a skipped candidate's value at INFO; nothing it says may reach a log.
 _DS_LOGGER = "detect-secrets"
-# A filter that reads the file from the disk by name (relative to the process's working
-# directory) would judge another file than the text scanned here.
-_DISK_FILTERS = frozenset({"detect_secrets.filters.common.is_invalid_file"})
+# Filters that judge the file rather than the text scanned here: one reads the file from the
+# disk by name (relative to the process's working directory: another file), the other skips
+# names of binary formats; the text given here is always text (decoded, or what an adapter
+# extracted from a PDF), so neither applies.
+_DISK_FILTERS = frozenset(
+    {
+        "detect_secrets.filters.common.is_invalid_file",
+        "detect_secrets.filters.heuristic.is_non_text_file",
+    }
+)
 
 
 @dataclass(frozen=True, order=True)

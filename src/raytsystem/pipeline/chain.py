@@ -19,6 +19,7 @@ from typing import Any
 
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
+from ..model.note_support import supporting_entry
 from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
 from ..storage import chains, tombstones
 from ..storage.blobs import BlobStore
@@ -93,13 +94,9 @@ def _unsupported(view: ClaimView, rows: _Rows) -> str | None:
     (same source, the quote's words)."""
     statement = next(e for e in view.evidence if e.role == "statement")
     norm = rows.norms.get(statement.normalization_id)
-    meta = json.loads(norm.meta) if norm is not None and norm.meta else {}
-    entry = next((e for e in meta.get("claims", ()) if e.get("id") == view.id), None)
-    note = meta.get("note") or {}
-    if entry is None or meta.get("note_error") or note.get("status") != "current":
-        return "its note does not make it a current claim"
-    if entry.get("problems"):
-        return "its note's citations have problems, yet it is confirmed"
+    entry = supporting_entry(norm.meta if norm is not None else None, view.id)
+    if isinstance(entry, str):
+        return entry
     wanted = sorted((c["path"], " ".join(c["quote"].split())) for c in entry["citations"])
     cited = sorted(
         (e.source_path, " ".join(e.excerpt.split())) for e in view.evidence if e.role == "citation"

@@ -188,7 +188,11 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         content: str | bytes = data if adapter.reads == "bytes" else decode(data)
     except NotText as exc:
         return _skip(path, exc.code, exc.message)
-    text = content if isinstance(content, str) else content.decode("utf-8", "replace")
+    # What the screen reads is what could become knowledge: a text file's text, or the text a
+    # bytes adapter (PDF) extracts, so that adapter runs first; binary it cannot read is not
+    # scanned.
+    ran = run_adapter(adapter, content) if isinstance(content, bytes) else None
+    text = content if isinstance(content, str) else ran.text if isinstance(ran, Normalized) else ""
     if refused := task.screen.refuse(path, blob, text):
         return FileResult(path, "quarantined", findings=refused)  # nothing of it is stored
     pack.add(data, blob)
@@ -209,16 +213,28 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
         "meta": None,
     }
     result.normalization = row
+    if ran is None:
+        ran = run_adapter(adapter, content)
+    if not isinstance(ran, Normalized):
+        return _failed(result, *ran)
+    _normalized(result, ids, source_id, ran, pack)
+    return result
+
+
+def run_adapter(adapter: Adapter, content: str | bytes) -> Normalized | tuple[str, str, str]:
+    """The adapter's normalization of `content`, or why there is none: (code, message,
+    severity)."""
     try:
-        normalized = adapter.run(content)
+        return adapter.run(content)
     except AdapterRefused as exc:  # the adapter can make nothing of it (a scanned PDF...)
-        return _failed(result, exc.code, exc.message, "warning")
+        return exc.code, exc.message, "warning"
     except Exception as exc:
         # A pathological input must not stop the ingest: the revision is kept, unnormalized.
-        message = f"{adapter.label} failed: {type(exc).__name__}: {exc}"[:500]
-        return _failed(result, "normalize_failed", message, "error")
-    _normalized(result, ids, source_id, normalized, pack)
-    return result
+        return (
+            "normalize_failed",
+            f"{adapter.label} failed: {type(exc).__name__}: {exc}"[:500],
+            "error",
+        )
 
 
 def _failed(result: FileResult, code: str, message: str, severity: str) -> FileResult:

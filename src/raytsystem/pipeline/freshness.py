@@ -382,11 +382,12 @@ class Tracker:
         rels = [r for r in map(self._rel, paths) if r is not None]
         if len(rels) > REWALK_AFTER:
             return False
+        selection = Selection(self.ws)
         for rel in rels:
             disk = os.path.join(self.ws.root, *rel.split("/"))
             if os.path.isdir(disk):
                 return False  # a folder came (or was moved in): its files are unknown
-            c = Selection(self.ws).candidate(rel)
+            c = selection.candidate(rel)
             if c is None and rel not in obs.seen and rel not in obs.entries:
                 inside = rel + "/"
                 if not os.path.lexists(disk) and any(p.startswith(inside) for p in obs.seen):

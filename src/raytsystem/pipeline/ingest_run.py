@@ -10,7 +10,6 @@ memory follows a batch, not the workspace.
 from __future__ import annotations
 
 import contextlib
-import posixpath
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 
 from .. import faults
 from ..errors import RaytError
-from ..model.adapters.base import MEDIA_TYPES
+from ..model.adapters import names_a_format
 from ..model.generation import SourceState
 from ..model.objects import source_id_for
 from ..model.text import Finding
@@ -218,8 +217,7 @@ class Run:
             self.report.kept_sources += 1
 
     def _unnamed(self, path: str) -> bool:
-        suffix = posixpath.splitext(path)[1].lower()
-        return suffix not in MEDIA_TYPES and suffix != ".txt" and path not in self.active
+        return not names_a_format(path) and path not in self.active
 
     def index_unchanged_sources(self, skip: set[str]) -> None:
         """Without a usable parent index, the new index needs the unchanged sources' rows

@@ -75,6 +75,7 @@ class Texts:
         self.blobs = blobs
         self.sources = sources  # path -> its normalization in the new generation
         self._cache: dict[str, tuple[str, str, list[tuple[str, int, int]]] | None] = {}
+        self._symbols: dict[str, dict[str, tuple[int, int]]] = {}  # path -> name -> span
 
     def get(self, path: str) -> tuple[str, str, list[tuple[str, int, int]]] | None:
         """(normalization id, text, [(segment id, start, end)]) of the source at `path`."""
@@ -93,13 +94,14 @@ class Texts:
     def symbol_span(self, path: str, symbol: str) -> tuple[int, int] | None:
         """The span in the normalized text of a symbol the source at `path` defines (a code
         adapter records them in its normalization's meta), or None."""
-        nid = self.sources.get(path)
-        raw = ledger_sources.normalization_metas(self.conn, [nid]).get(nid) if nid else None
-        for entry in json.loads(raw).get("symbols", ()) if raw else ():
-            if entry.get("name") == symbol:
-                start, end = entry["span"]
-                return int(start), int(end)
-        return None
+        if path not in self._symbols:
+            nid = self.sources.get(path)
+            raw = ledger_sources.normalization_metas(self.conn, [nid]).get(nid) if nid else None
+            self._symbols[path] = {
+                entry["name"]: (int(entry["span"][0]), int(entry["span"][1]))
+                for entry in (json.loads(raw).get("symbols", ()) if raw else ())
+            }
+        return self._symbols[path].get(symbol)
 
 
 def quote_pattern(quote: str) -> re.Pattern[str]:

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..discovery import Refusal, Skip, discover
+from ..model.adapters import adapter_for, media_type_for
 from ..model.personal import PersonalFinding, scan_personal
 from ..model.secrets import SecretFinding, scan_text
 from ..model.text import Finding, NotText, decode
 from ..workspace import Workspace
+from .files import run_adapter
 from .screen import accepted_secrets
 
 
@@ -72,13 +74,28 @@ def scan(ws: Workspace, scope: Sequence[str] = ()) -> ScanReport:
                 )
             )
             continue
-        try:
-            text = decode(data)
-        except NotText as exc:
-            report.not_scanned.append(Finding(exc.code, item.path, exc.message))
+        text = _readable_text(item.path, data)
+        if isinstance(text, Finding):
+            report.not_scanned.append(text)
             continue
         report.scanned += 1
         report.secrets.extend(scan_text(item.path, text, accepted))
         if config.personal_data != "allow":
             report.personal.extend(scan_personal(item.path, text))
     return report
+
+
+def _readable_text(path: str, data: bytes) -> str | Finding:
+    """What the ingest's screen reads of a file (`files.process_file`): its text, or the text
+    its bytes adapter (PDF) extracts; why there is none otherwise."""
+    adapter = adapter_for(media_type_for(path))
+    if adapter.reads != "bytes":
+        try:
+            return decode(data)
+        except NotText as exc:
+            return Finding(exc.code, path, exc.message)
+    ran = run_adapter(adapter, data)
+    if isinstance(ran, tuple):
+        code, message, _severity = ran
+        return Finding(code, path, message)
+    return ran.text

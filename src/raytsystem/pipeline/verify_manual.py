@@ -6,10 +6,10 @@ query makes the same check before it answers (`chain.Checker`, ADR 0037)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from ..model.note_support import supporting_entry
 from ..storage import integrity
 from ..storage.states import read_state_evidence
 from .verify_report import VerifyReport
@@ -38,17 +38,9 @@ def _unsupported(
     statement = [e for e in listed if role.get(e) == "statement"]
     if not statement:
         return "confirmed, but its state lists no statement evidence"
-    raw = metas.get(statement[0])
-    meta = json.loads(raw) if raw else {}
-    entry = next((e for e in meta.get("claims", ()) if e.get("id") == claim_id), None)
-    if (
-        entry is None
-        or meta.get("note_error")
-        or (meta.get("note") or {}).get("status") != ("current")
-    ):
-        return "confirmed, but its note does not make it a current claim"
-    if entry.get("problems"):
-        return "confirmed, but its note's citations have problems"
+    entry = supporting_entry(metas.get(statement[0]), claim_id)
+    if isinstance(entry, str):
+        return entry
     cited = [e for e in listed if role.get(e) == "citation"]
     if len(cited) != len(entry.get("citations", ())):
         return (

@@ -22,6 +22,7 @@ from .base import (
     SegmentDraft,
     Symbol,
     media_type_for,
+    names_a_format,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Symbol",
     "adapter_for",
     "media_type_for",
+    "names_a_format",
 ]
 
 

@@ -235,6 +235,13 @@ MEDIA_TYPES: Final[dict[str, str]] = {
 }
 
 
+def names_a_format(path: str) -> bool:
+    """Whether the file name says what the file is (`MEDIA_TYPES`, or `.txt`); any other file
+    is read as plain text only in case it is."""
+    suffix = posixpath.splitext(path)[1].lower()
+    return suffix in MEDIA_TYPES or suffix == ".txt"
+
+
 def media_type_for(path: str) -> str:
     """Media type by file name (`MEDIA_TYPES`); anything else is plain text. Sphinx copies a
     page's reStructuredText source as `name.rst.txt`: that is reStructuredText too."""
