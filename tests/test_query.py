@@ -363,3 +363,26 @@ def test_end_to_end_on_the_tldr_corpus(workspace: Path) -> None:
             for ev in c["evidence"]
         ), question
         check_independently(workspace, body)
+
+
+def test_a_query_of_the_embedded_ledger_never_imports_sqlalchemy(
+    kb: Path, backend: Backend
+) -> None:
+    """ADR 0007: the query path reads SQLite with the standard library; importing SQLAlchemy
+    would cost a CLI query most of its time budget."""
+    if backend.url is not None:
+        pytest.skip("another database is read through SQLAlchemy by design")
+    code = (
+        "import sys\n"
+        "from raytsystem.cli import main\n"
+        "try:\n"
+        "    main(['query', 'refund window', '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy'), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=kb, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout)["status"] in ("answered", "gap")
+    assert out.stderr.strip() == "[]"

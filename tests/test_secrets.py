@@ -11,10 +11,12 @@ is over the files' bytes) nor in any command's output.
 from __future__ import annotations
 
 import json
+import os
 import random
 import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import run_cli, write
@@ -249,6 +251,41 @@ def test_a_clean_revision_stays_active_when_an_edit_adds_a_secret(workspace: Pat
     history = run_cli("history", "docs/ops.md", "--json", cwd=ws)
     assert history.code == 0 and value not in history.stdout
     assert len(history.json()["revisions"]) == 1
+
+
+def test_a_quarantined_file_is_not_read_again_until_it_or_the_screen_changes(
+    workspace: Path,
+) -> None:
+    """The stat cache remembers a refused file's findings: an unchanged file is refused
+    again without being read; a new baseline (the screen's fingerprint) or an edit reads it."""
+    ws = workspace
+    token = made_up_secrets(11)["github_token"][0]
+    write(ws, "docs/clean.md", "# Clean\n\nThe deploy runs nightly.\n")
+    held = write(ws, "docs/held.md", f"# Held\n\nThe token {token} is live.\n")
+    old = time.time_ns() - 10**10  # old enough for the stat cache to trust (not racy)
+    for path in (ws / "docs/clean.md", held):
+        os.utime(path, ns=(old, old))
+    first = ingest_json(ws)
+    assert first["counts"]["bytes_read"] > held.stat().st_size
+    for _ in range(2):
+        again = ingest_json(ws)
+        assert [f["subject"] for f in again["findings"] if f["code"] == "secret_detected"] == [
+            "docs/held.md:3"
+        ]
+        assert again["counts"]["bytes_read"] == 0  # neither file was read
+        assert again["created"] is False
+    made = subprocess.run(
+        [sys.executable, "-m", "detect_secrets", "scan", "docs/held.md"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (ws / ".secrets.baseline").write_text(made.stdout, encoding="utf-8")
+    accepted = ingest_json(ws)  # the screen changed: the file is read and now accepted
+    assert [f for f in accepted["findings"] if f["code"] == "secret_detected"] == []
+    assert accepted["counts"]["new_sources"] == 1
+    assert accepted["counts"]["bytes_read"] == held.stat().st_size
 
 
 def test_scan_finds_what_ingest_would_refuse_and_prints_no_value(workspace: Path) -> None:

@@ -11,6 +11,7 @@ source digest and re-hashes a list of short strings, never the corpus.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -65,3 +66,15 @@ def generation_hash(number: int, parent_hash: str | None, manifest: str) -> str:
     return object_hash(
         "generation", {"number": number, "parent": parent_hash, "manifest": manifest}
     )
+
+
+def read_state_evidence(recorded: str) -> list[str] | None:
+    """The evidence IDs a `claim_states.evidence_ids` text lists; None if it is not a JSON
+    array of strings (a damaged or edited row: its claim hash no longer matches then)."""
+    try:
+        value = json.loads(recorded)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value

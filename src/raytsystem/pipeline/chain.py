@@ -19,12 +19,12 @@ from typing import Any
 
 from ..canonical import sha256_hex
 from ..errors import BlobMissing, ChecksumMismatch
+from ..model.generation import read_state_evidence
 from ..model.note_support import supporting_entry
 from ..model.objects import chain_ids, claim_hash, source_id_for, statement_of
 from ..storage import chains, tombstones
 from ..storage.blobs import BlobStore
 from ..storage.reader import Reader
-from ..storage.states import read_state_evidence
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ def process_file(task: FileTask, pack: PackWriter) -> FileResult:
     ran = run_adapter(adapter, content) if isinstance(content, bytes) else None
     text = content if isinstance(content, str) else ran.text if isinstance(ran, Normalized) else ""
     if refused := task.screen.refuse(path, blob, text):
-        return FileResult(path, "quarantined", findings=refused)  # nothing of it is stored
+        return FileResult(path, "quarantined", size=len(data), findings=refused)  # not stored
     pack.add(data, blob)
     ids = chain_ids(scheme(task.id_scheme))
     source_id = source_id_for(path)

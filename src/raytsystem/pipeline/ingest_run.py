@@ -126,7 +126,8 @@ class Run:
     kept_paths: set[str] = field(default_factory=set)
     # What the workers keep out of the store (pipeline/screen.py).
     screen: Screen = field(default_factory=Screen)
-    quarantined: set[str] = field(default_factory=set)  # paths the screen refused
+    # paths the screen refused, with its findings
+    quarantined: dict[str, list[Finding]] = field(default_factory=dict)
     spare: Future[bool] | None = None  # the spare copy of the new index, under way
     parent_index: Path | None = None  # the parent generation's index file
     parent_index_usable: bool = False  # it is there and records the parent (`index_file.usable`)
@@ -209,7 +210,7 @@ class Run:
         if r.outcome == "unchanged":
             self.report.unchanged += 1
         elif r.outcome == "quarantined":
-            self.quarantined.add(r.path)  # its source keeps the revision it had, if any
+            self.quarantined[r.path] = r.findings  # its source keeps the revision it had
         elif r.outcome in ("skipped", "unreadable") and r.path in self.active:
             # The file is there: its source is removed only when it is gone or deselected.
             # Until its bytes can be ingested again, its last good revision stays active.

@@ -20,8 +20,9 @@ from ..storage import generations, tombstones
 from ..storage import states as state
 from ..storage.db import Ledger
 from ..storage.statcache import StatCache
-from .files import FileTask, KeptFile, adapter_key
+from .files import FileResult, FileTask, KeptFile, adapter_key
 from .ingest_run import Run
+from .screen import findings_from_text, findings_text
 
 
 @dataclass
@@ -58,9 +59,12 @@ def scan_workspace(run: Run, scope: Sequence[str]) -> Scan:
 
 
 def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[FileTask]:
-    """A task for each file the stat cache cannot vouch for (or whose adapter changed)."""
+    """A task for each file the stat cache cannot vouch for (or whose adapter changed). A
+    file the screen refused, unchanged since, is refused again without being read."""
     tasks: list[FileTask] = []
+    held: list[FileResult] = []
     ws, ledger = run.ws, run.ledger
+    screen = run.screen.fingerprint()
     for c in scan.candidates:
         a = run.active.get(c.path)
         if a and _was_purged(a, run.screen.purged):
@@ -71,6 +75,9 @@ def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[
             and a.adapter == _current_adapter(c.path)
         ):
             run.report.unchanged += 1
+            continue
+        if (findings := cache.held(c.path, c.stat, screen)) is not None:
+            held.append(FileResult(c.path, "quarantined", findings=findings_from_text(findings)))
             continue
         tasks.append(
             FileTask(
@@ -85,6 +92,7 @@ def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[
                 run.screen,
             )
         )
+    run.take(held)
     return tasks
 
 
@@ -121,11 +129,18 @@ def save_stat_cache(
         for c in scan.candidates
         if c.path not in unread
     ]
+    stats = {c.path: c.stat for c in scan.candidates}
+    screen = run.screen.fingerprint()
     cache.save(
         current.hash if current else None,
         entries,
         scan.scanned_ns,
         keep=lambda path: not scan.in_scope(path),  # what an ingest of PATHS did not look at
+        held=[
+            (path, stats[path], screen, findings_text(findings))
+            for path, findings in run.quarantined.items()
+            if path in stats
+        ],
     )
 
 

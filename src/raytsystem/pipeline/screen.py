@@ -13,8 +13,12 @@ back by being ingested again).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 
+from ..canonical import digest
 from ..errors import WorkspaceError
 from ..model.personal import scan_personal
 from ..model.secrets import Accepted, BaselineError, SecretFinding, load_baseline, scan_text
@@ -27,6 +31,20 @@ class Screen:
     accepted: Accepted = field(default_factory=Accepted)
     personal_data: str = "report"  # `[ingest] personal_data`
     purged: frozenset[str] = frozenset()  # raw blob addresses that have a tombstone
+
+    def fingerprint(self) -> str:
+        """What the screen's verdicts depend on besides the file's bytes: a file it refused
+        is refused again, without being read, while this and the file's stat are unchanged
+        (the stat cache's `held` entries)."""
+        return digest(
+            {
+                "accepted": sorted(map(list, self.accepted.entries)),
+                "personal_data": self.personal_data,
+                "purged": sorted(self.purged),
+                "detectors": metadata.version("detect-secrets"),
+                "rules": SCREEN_RULES,
+            }
+        )
 
     def refuse(self, path: str, blob: str, text: str) -> list[Finding]:
         """Why the file at `path` (raw address `blob`, decoded `text`) must not be stored;
@@ -52,6 +70,10 @@ class Screen:
             )
         return refused
 
+
+# Raise when what the screen refuses changes (a filter, a detector's setting): the verdicts an
+# earlier version recorded are then not trusted.
+SCREEN_RULES = 1
 
 _KIND_WORDS = {"email": "an e-mail address", "phone": "a phone number"}
 
@@ -79,3 +101,12 @@ def accepted_secrets(ws: Workspace) -> Accepted:
 
 def screen_for(ws: Workspace, purged: frozenset[str] = frozenset()) -> Screen:
     return Screen(accepted_secrets(ws), ws.config.ingest.personal_data, purged)
+
+
+def findings_text(findings: Sequence[Finding]) -> str:
+    """A refused file's findings, as the stat cache keeps them (they hold no secret value)."""
+    return json.dumps([[f.code, f.subject, f.message, f.severity] for f in findings])
+
+
+def findings_from_text(text: str) -> list[Finding]:
+    return [Finding(*fields) for fields in json.loads(text)]

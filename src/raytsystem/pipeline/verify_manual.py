@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from ..model.generation import read_state_evidence
 from ..model.note_support import supporting_entry
 from ..storage import integrity
-from ..storage.states import read_state_evidence
 from .verify_report import VerifyReport
 
 if TYPE_CHECKING:

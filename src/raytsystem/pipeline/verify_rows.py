@@ -17,12 +17,12 @@ from .. import faults
 from ..canonical import sha256_hex
 from ..errors import BlobMissing
 from ..ids import scheme
+from ..model.generation import read_state_evidence
 from ..model.objects import ChainIds, chain_ids, claim_hash, source_id_for, statement_of
 from ..progress import Progress
 from ..storage import damage, integrity
 from ..storage.blobs import DiskBlobStore
 from ..storage.integrity import EvidenceRow, NormalizationRow, SegmentRow
-from ..storage.states import read_state_evidence
 from .ledger_pool import helper_engine, ledger_helpers
 from .verify_fields import check_metas, check_normalization_text, check_revision
 from .verify_report import VerifyReport

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Connection, func, select
 
 from ..model.generation import ClaimState as ClaimStateObject
-from .states import active, read_state_evidence
+from ..model.generation import read_state_evidence
+from .states import active
 from .tables import (
     Claim,
     ClaimState,

@@ -11,6 +11,10 @@ after it was read, without its stat changing. Such a file is simply read again n
 every entry stays trustworthy for as long as its generation is current, and a new generation's
 cache is the old one with the changed entries written over: one small transaction, however
 large the workspace.
+
+The cache also remembers the files the ingest's screen refused (ADR 0040), with the screen's
+fingerprint and the findings it made: while both the file's stat and the fingerprint are
+unchanged, the file is refused again with the same findings without being read or scanned.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ RACY_NS: Final = 2_000_000_000
 FORMAT: Final = "2"
 
 Entry = tuple[int, int, int, str]  # size, mtime_ns, inode, revision ID ("": not a source)
+# A file the screen refused (ADR 0040): its stat, the screen's fingerprint, and the findings
+# (as the ingest serialized them) that an ingest reports again without reading the file.
+Held = tuple[int, int, int, str, str]  # size, mtime_ns, inode, screen fingerprint, findings
+_HELD_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS held (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
+    " ino INTEGER, screen TEXT, findings TEXT)"
+)
 
 
 def read_entries(path: Path) -> tuple[str | None, dict[str, Entry]] | None:
@@ -62,6 +73,7 @@ class StatCache:
     def __init__(self, path: Path, generation_hash: str | None) -> None:
         self.path = path
         self._entries: dict[str, Entry] = {}
+        self._held: dict[str, Held] = {}
         self._current = False  # whether the file holds this generation's entries
         try:
             conn = sqlite3.connect(path)
@@ -75,13 +87,22 @@ class StatCache:
                     ):
                         self._entries[p] = (size, mtime, ino, rev)
                     self._current = True
+                    self._held = _read_held(conn)
             finally:
                 conn.close()
         except sqlite3.Error:
-            self._entries = {}  # a missing or damaged cache only costs re-reading files
+            self._entries, self._held = {}, {}  # a missing or damaged cache costs re-reading
 
     def fresh(self, path: str, st: os.stat_result, revision_id: str) -> bool:
         return self._entries.get(path) == (st.st_size, st.st_mtime_ns, st.st_ino, revision_id)
+
+    def held(self, path: str, st: os.stat_result, screen: str) -> str | None:
+        """The findings recorded for a file the screen with fingerprint `screen` refused,
+        when the file's stat is still the one it had then (None: it must be read)."""
+        held = self._held.get(path)
+        if held is None or held[:4] != (st.st_size, st.st_mtime_ns, st.st_ino, screen):
+            return None
+        return held[4]
 
     def save(
         self,
@@ -89,12 +110,14 @@ class StatCache:
         entries: Iterable[tuple[str, os.stat_result, str]],
         scanned_ns: int,
         keep: Callable[[str], bool] | None = None,
+        held: Iterable[tuple[str, os.stat_result, str, str]] = (),
     ) -> None:
         """Record `entries` (path, stat taken after `scanned_ns`, revision) for
         `generation_hash`, and this cache's entries for the paths `keep` accepts (an ingest of
         some folders keeps what it knew of the others, which it did not look at and did not
-        change); nothing else. A file modified less than `RACY_NS` before `scanned_ns` is
-        left out (see the module's docstring)."""
+        change); nothing else. Likewise `held`: (path, stat, screen fingerprint, findings) of
+        the files the screen refused. A file modified less than `RACY_NS` before
+        `scanned_ns` is left out (see the module's docstring)."""
         limit = scanned_ns - RACY_NS
         wanted: dict[str, Entry] = (
             {p: e for p, e in self._entries.items() if keep(p)} if keep else {}
@@ -104,20 +127,26 @@ class StatCache:
                 wanted[p] = (st.st_size, st.st_mtime_ns, st.st_ino, rev)
             else:
                 wanted.pop(p, None)
+        wanted_held = {p: h for p, h in self._held.items() if keep(p)} if keep else {}
+        for p, st, screen, findings in held:
+            if st.st_mtime_ns < limit:
+                wanted_held[p] = (st.st_size, st.st_mtime_ns, st.st_ino, screen, findings)
         meta = [("format", FORMAT), ("generation_hash", generation_hash or "")]
         try:
             if self._current:
-                self._update(wanted, meta)
+                self._update(wanted, wanted_held, meta)
             else:
-                self._rewrite(wanted, meta)
+                self._rewrite(wanted, wanted_held, meta)
         except sqlite3.Error:
             # The cache is a shortcut, never the truth: one that cannot be written is dropped.
             with contextlib.suppress(OSError):
                 self.path.unlink()
             return
-        self._entries, self._current = wanted, True
+        self._entries, self._held, self._current = wanted, wanted_held, True
 
-    def _update(self, wanted: dict[str, Entry], meta: list[tuple[str, str]]) -> None:
+    def _update(
+        self, wanted: dict[str, Entry], held: dict[str, Held], meta: list[tuple[str, str]]
+    ) -> None:
         """Write over the entries that differ, in one transaction."""
         gone = [(p,) for p in self._entries if p not in wanted]
         changed = [(p, *e) for p, e in wanted.items() if self._entries.get(p) != e]
@@ -127,10 +156,14 @@ class StatCache:
                 conn.executemany("DELETE FROM entries WHERE path = ?", gone)
                 conn.executemany("INSERT OR REPLACE INTO entries VALUES (?,?,?,?,?)", changed)
                 conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta)
+                if held != self._held:
+                    _write_held(conn, held)
         finally:
             conn.close()
 
-    def _rewrite(self, wanted: dict[str, Entry], meta: list[tuple[str, str]]) -> None:
+    def _rewrite(
+        self, wanted: dict[str, Entry], held: dict[str, Held], meta: list[tuple[str, str]]
+    ) -> None:
         """A new file in place of whatever was there (another generation's, damaged, none)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + f".tmp-{os.getpid()}")
@@ -147,7 +180,26 @@ class StatCache:
                 "INSERT INTO entries VALUES (?,?,?,?,?)", [(p, *e) for p, e in wanted.items()]
             )
             conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+            _write_held(conn, held)
             conn.commit()
         finally:
             conn.close()
         os.replace(tmp, self.path)
+
+
+def _read_held(conn: sqlite3.Connection) -> dict[str, Held]:
+    try:
+        rows = conn.execute(
+            "SELECT path, size, mtime_ns, ino, screen, findings FROM held"
+        ).fetchall()
+    except sqlite3.OperationalError:  # a cache written before refusals were recorded
+        return {}
+    return {
+        p: (size, mtime, ino, screen, findings) for p, size, mtime, ino, screen, findings in rows
+    }
+
+
+def _write_held(conn: sqlite3.Connection, held: dict[str, Held]) -> None:
+    conn.execute(_HELD_TABLE)
+    conn.execute("DELETE FROM held")
+    conn.executemany("INSERT INTO held VALUES (?,?,?,?,?,?)", [(p, *h) for p, h in held.items()])

@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select
 
 from ..errors import IntegrityError
-from ..model.generation import ClaimState
+from ..model.generation import ClaimState, read_state_evidence
 from .tables import ClaimState as ClaimStateRow
 from .tables import Normalization, Revision, Source, SourceState
 
@@ -101,18 +100,6 @@ def claim_states(
                 )
             )
     return out
-
-
-def read_state_evidence(recorded: str) -> list[str] | None:
-    """The evidence IDs a `claim_states.evidence_ids` text lists; None if it is not a JSON
-    array of strings (a damaged or edited row: its claim hash no longer matches then)."""
-    try:
-        value = json.loads(recorded)
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        return None
-    return value
 
 
 def state_evidence_of(whose: str, recorded: str) -> list[str]:
