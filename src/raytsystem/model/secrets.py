@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from .regex_factors import Factor, fold, matches_a_line, required_literals
+
 # detect-secrets logs a skipped candidate's value at INFO; nothing it says may reach a log.
 _DS_LOGGER = "detect-secrets"
 # Filters that judge the file rather than the text scanned here: one reads the file from the
@@ -141,7 +143,10 @@ def _blanked(m: re.Match[str]) -> str:
 def _transformed(path: str, text: str, eager: bool) -> list[str] | None:
     """The lines one of detect-secrets' transformers makes of the text (None: none applies)."""
     from detect_secrets.transformers import get_transformed_file
+    from detect_secrets.util.filetype import FileType, determine_file_type
 
+    if determine_file_type(path) != FileType.YAML and _NOT_INI.search(text):
+        return None  # what is left, the INI transformers, would fail on this line
     handle = _NamedText(text)
     handle.name = path
     try:
@@ -149,6 +154,13 @@ def _transformed(path: str, text: str, eager: bool) -> list[str] | None:
     except Exception:  # a transformer that fails on odd text: the plain lines are scanned
         return None
     return [line.rstrip("\n") for line in lines] if lines else None
+
+
+# A line no INI parser takes (configparser, which detect-secrets' INI transformers use, raises
+# on it, whatever the section headers): not indented (no continuation), no comment, no
+# section header, and neither of its key-value delimiters. Prose has such lines; a file of
+# `KEY=value` assignments does not.
+_NOT_INI: Final = re.compile(r"^(?![\s#;\[])[^=:\n]*$", re.MULTILINE)
 
 
 class _NamedText(io.StringIO):
@@ -221,28 +233,36 @@ def _is_keyword(plugin: Any) -> bool:
 def _plugins_for(text: str) -> list[Any]:
     """The plugins that can find anything in `text`: each plugin's own patterns, searched
     once over the whole text (`_gates`), leave out those that cannot match any of its lines.
-    The per-line work, Python calls for every plugin and line, is what costs (ADR 0040)."""
+    The per-line work, Python calls for every plugin and line, is what costs (ADR 0040). A
+    pattern is searched only in the lines that hold the literals every match of it holds
+    (`model.regex_factors`): most patterns then cost a few substring searches."""
+    folded = fold(text)
     return [
         plugin
         for plugin, gate in _gates()
-        if gate is None or any(pattern.search(text) for pattern in gate)
+        if gate is None
+        or any(matches_a_line(pattern, factors, text, folded) for pattern, factors in gate)
     ]
 
 
+Gate = list[tuple[re.Pattern[str], tuple[Factor, ...]]]
+
+
 @functools.cache
-def _gates() -> list[tuple[Any, list[re.Pattern[str]] | None]]:
+def _gates() -> list[tuple[Any, Gate | None]]:
     """Each plugin with a pattern that matches somewhere in a text whenever the plugin would
     find something on one of its lines (None: no such pattern is known; always run it).
 
     A regex plugin's patterns, with `re.MULTILINE` so that `^` and `$` match at each line's
     ends as they do on a line alone; a match within a line is a match within the text. The
     keyword plugin's patterns all contain one of its keywords: their alternation, without
-    the costly rest. The high-entropy plugins', likewise (their quoted-string pattern)."""
+    the costly rest. The high-entropy plugins', likewise (their quoted-string pattern). Each
+    pattern with the literals its matches hold."""
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
     from detect_secrets.plugins.keyword import KeywordDetector
 
-    gates: list[tuple[Any, list[re.Pattern[str]] | None]] = []
+    gates: list[tuple[Any, Gate | None]] = []
     for plugin in _detector()[0]:
         patterns: list[re.Pattern[str]] | None = None
         if isinstance(plugin, KeywordDetector):
@@ -251,8 +271,8 @@ def _gates() -> list[tuple[Any, list[re.Pattern[str]] | None]]:
             patterns = list(plugin.denylist)
         elif isinstance(plugin, HighEntropyStringsPlugin):
             patterns = [plugin.regex]
-        gate = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in patterns or ()]
-        gates.append((plugin, gate or None))
+        compiled = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in patterns or ()]
+        gates.append((plugin, [(p, required_literals(p)) for p in compiled] or None))
     return gates
 
 

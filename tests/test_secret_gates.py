@@ -1,0 +1,150 @@
+"""The secrets screen's shortcuts find what the full scan finds (ADR 0040).
+
+`model.regex_factors` lets a pattern be searched only in the lines that hold the literals every
+match of it holds, and `model.secrets` skips detect-secrets' INI transformers on text they
+cannot parse. Both are one-sided by construction; these tests hold them to it: literals that a
+generated match lacks, a fold that differs from the regex engine's, or a skipped transformer
+that would have found something, each fail here.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+import sys
+import tempfile
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from raytsystem.model.regex_factors import fold, matches_a_line, may_match, required_literals
+
+# Patterns with the constructs the analysis must get right: case-insensitive and inline-flag
+# literals, branches with an empty alternative, optional and repeated groups, lookarounds,
+# classes, non-ASCII literals, anchors.
+HAND_MADE = [
+    re.compile(r"(?:api|auth)_?key\s*=\s*\w+", re.IGNORECASE),
+    re.compile(r"(?i:token)[=:](?:x|)[0-9a-f]{4}"),
+    re.compile(r"(?:(?<=\W)|(?<=^))(?:cloud|cl|)(?:_|-|)(?:key|pwd)=\w{3}", re.MULTILINE),
+    re.compile(r"^ab(?:cd)*ef(?:gh)+ij$", re.MULTILINE),
+    re.compile(r"contraseña\s*[:=]\s*\S+", re.IGNORECASE),
+    re.compile(r"(?<![a-z])[A-Z]{2}xyzq+"),
+    re.compile(r"(a|b)c\1"),
+    re.compile(r"BEGIN (?:RSA|EC) PRIVATE KEY", re.IGNORECASE),
+]
+
+
+def _gate_patterns() -> list[re.Pattern[str]]:
+    from raytsystem.model.secrets import _gates
+
+    return [pattern for _, gate in _gates() for pattern, _ in gate or ()]
+
+
+PATTERNS = HAND_MADE + _gate_patterns()
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:40])
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_match_holds_the_required_literals(
+    pattern: re.Pattern[str], data: st.DataObject
+) -> None:
+    factors = required_literals(pattern)
+    match = data.draw(st.from_regex(pattern, fullmatch=False))
+    before = data.draw(st.text(alphabet=string.printable, max_size=40))
+    text = before + "\n" + match
+    lines = [line for line in text.split("\n") if pattern.search(line)]
+    assume(lines)  # a match within one line (the plugins read one line at a time)
+    for line in lines:
+        assert may_match(factors, fold(line)), (factors, line)
+    assert matches_a_line(pattern, factors, text, fold(text))
+
+
+def test_the_detectors_patterns_have_literals_to_test() -> None:
+    """The shortcut must apply to the costly patterns, or it saves nothing."""
+    with_literals = [p for p in _gate_patterns() if required_literals(p)]
+    assert len(with_literals) >= 0.7 * len(_gate_patterns())
+    keyword = re.compile("password|api_?key|secret", re.IGNORECASE)
+    assert required_literals(keyword) == (frozenset({"password", "api", "secret"}),)
+
+
+def test_fold_compares_letters_as_the_regex_engine_does() -> None:
+    """Two characters `re.IGNORECASE` takes as equal fold to the same character, and the fold
+    keeps the text's length and lines, for every code point."""
+    for code in range(sys.maxunicode + 1):
+        c = chr(code)
+        if unicodedata.category(c) in ("Cs", "Cn"):
+            continue
+        folded = fold(c)
+        assert len(folded) == 1, hex(code)
+        for other in {c.lower(), c.upper(), c.swapcase(), c.casefold()}:
+            if len(other) == 1 and re.fullmatch(re.escape(c), other, re.IGNORECASE):
+                assert fold(other) == folded, (hex(code), hex(ord(other)))
+    for a, b in [("ı", "I"), ("ſ", "S"), ("\u212a", "k"), ("İ", "i"), ("ς", "Σ")]:
+        assert re.fullmatch(a, b, re.IGNORECASE) and fold(a) == fold(b)
+
+
+# --- the whole scan, shortcuts and all, against detect-secrets' own file scan ---------------
+
+ALNUM = string.ascii_letters + string.digits
+
+
+def _token(rnd: random.Random, n: int, alphabet: str = ALNUM) -> str:
+    return "".join(rnd.choice(alphabet) for _ in range(n))
+
+
+def _line(rnd: random.Random, kind: str) -> str:
+    if kind == "prose":
+        return rnd.choice(["The deploy runs nightly.", "Keys rotate monthly", "See the runbook"])
+    if kind == "assignment":
+        key = rnd.choice(["API_KEY", "password", "db_pass", "secret", "token", "name"])
+        sep = rnd.choice(["=", " = ", ": "])
+        value = _token(rnd, rnd.choice([8, 24, 40]), ALNUM + "+/")
+        quote = rnd.choice(["", '"', "'"])
+        return f"{key}{sep}{quote}{value}{quote}"
+    if kind == "aws":
+        return "aws_key = AKIA" + _token(rnd, 16, string.ascii_uppercase + string.digits)
+    if kind == "github":
+        return "token ghp_" + _token(rnd, 36)
+    if kind == "url":
+        return f"https://user:{_token(rnd, 12)}@example.org/x"
+    if kind == "section":
+        return rnd.choice(["[default]", "[server]"])
+    if kind == "comment":
+        return rnd.choice(["# note", "; old", "#"])
+    if kind == "indented":
+        return "    " + _token(rnd, 20)
+    return ""
+
+
+KINDS = ["prose", "assignment", "aws", "github", "url", "section", "comment", "indented", ""]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 10**6),
+    kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=12),
+    name=st.sampled_from(["notes.md", "settings.ini", "app.env", "plain.txt", "conf.yaml"]),
+)
+def test_the_scan_finds_what_detect_secrets_finds(seed: int, kinds: list[str], name: str) -> None:
+    from detect_secrets.core.scan import scan_file
+    from detect_secrets.settings import default_settings
+
+    from raytsystem.model.secrets import scan_text
+
+    rnd = random.Random(seed)
+    text = "\n".join(_line(rnd, k) for k in kinds) + "\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        ours = {(f.line, f.kind) for f in scan_text(str(path), text)}
+        with default_settings() as config:
+            config.disable_filters(
+                "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
+            )
+            theirs = {(s.line_number, s.type) for s in scan_file(str(path))}
+    assert theirs <= ours, (sorted(theirs - ours), text)
