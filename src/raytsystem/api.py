@@ -323,10 +323,10 @@ class Session:
     ) -> FreshAnswer:
         """An answer from verified, confirmed claims, or a gap; fails closed on a mismatch.
         Its `freshness` says whether the workspace still matches its generation."""
+        probe = self._probe()  # first: the walk runs while the query's modules load
         from .pipeline.freshness import FreshAnswer
         from .pipeline.query import query
 
-        probe = self._probe()
         with self._reader() as reader:
             answer = query(
                 reader,
@@ -344,10 +344,10 @@ class Session:
         self, text: str, *, limit: int = 10, claims: bool = False, generation: str | None = None
     ) -> dict[str, Any]:
         """The blocks (or confirmed claims) that hold the words; not a verified answer."""
+        probe = self._probe()
         from .pipeline.search import search
 
         kind = "claim" if claims else "segment"
-        probe = self._probe()
         with self._reader() as reader:
             result = search(
                 reader,
@@ -364,9 +364,9 @@ class Session:
         self, task: str, *, max_tokens: int = 4000, generation: str | None = None
     ) -> dict[str, Any]:
         """A deterministic, verified context bundle for an agent about to do `task`."""
+        probe = self._probe()
         from .pipeline.bundle import bundle
 
-        probe = self._probe()
         with self._reader() as reader:
             result = bundle(
                 reader,
@@ -392,21 +392,23 @@ class Session:
             return probe.result(reader, gen)
 
     def _probe(self) -> Probe | None:
-        """Start looking at the workspace for an answer about to be made (None: "off")."""
-        from .pipeline.freshness import Probe, Tracker
+        """Start looking at the workspace for an answer about to be made (None: "off").
+        Forked, the walk starts before this process imports the rest (`pipeline.freshness`
+        loads the query's modules)."""
         from .pipeline.freshness_walk import observe, observe_forked
 
         if self.freshness_mode == "off":
             return None
+        ws = self.ws
+        forked = observe_forked(ws) if self.freshness_mode == "fork" else None
+        from .pipeline.freshness import Probe, Tracker
+
         if self.freshness_mode == "track":
             if self._tracker is None:
                 self._tracker = Tracker(self.ws)
             return self._tracker.probe()
-        ws = self.ws
-        if self.freshness_mode == "fork":
-            forked = observe_forked(ws)
-            if forked is not None:
-                return Probe(forked, None)
+        if forked is not None:
+            return Probe(forked, None)
         return Probe(lambda deadline: observe(ws, deadline), None)
 
     @staticmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 import unicodedata
 from collections import Counter
@@ -121,9 +122,13 @@ class Discovery:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self._excluded_folders = [
-            glob_regex(g[:-3]) for g in ws.config.ingest.exclude if g.endswith("/**")
+        # The folders an exclude glob ending in `/**` names, as one pattern (one match a folder).
+        folders = [
+            glob_regex(g[:-3]).pattern for g in ws.config.ingest.exclude if g.endswith("/**")
         ]
+        self._excluded_folders = (
+            re.compile("|".join(f"(?:{f})" for f in folders)) if folders else None
+        )
 
     def run(self, scope: Sequence[str] = ()) -> Iterator[Candidate | Refusal | Skip]:
         """Yield the files selected by the config (within `scope`, if given), sorted by path.
@@ -215,8 +220,9 @@ class Discovery:
     def _pruned(self, rel_dir: str, ignores: GitIgnores) -> bool:
         """Whether no file under the folder `rel_dir` can be selected: a `.gitignore` ignores
         it, or an exclude glob ends in `/**` and names it."""
-        return ignores.ignored(rel_dir, folder=True) or any(
-            pattern.match(rel_dir) for pattern in self._excluded_folders
+        excluded = self._excluded_folders
+        return (excluded is not None and excluded.match(rel_dir) is not None) or ignores.ignored(
+            rel_dir, folder=True
         )
 
     def _walk(

@@ -9,10 +9,14 @@ rules.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
+
+# pathspec names a group in its patterns' regexes; an alternation of them cannot repeat a name
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 NAME = ".gitignore"
 
@@ -22,6 +26,11 @@ class GitIgnores:
 
     def __init__(self) -> None:
         self._specs: dict[str, GitIgnoreSpec] = {}
+        # Per folder, one pattern any of whose `.gitignore` lines matches: a path it does not
+        # match is decided without asking each line (most paths, in most folders).
+        self._any: dict[str, re.Pattern[str] | None] = {}
+        # (folder, its prefix in paths under it), deepest first: the order of the decision
+        self._order: list[tuple[str, str]] = []
 
     def load(self, folder: str, disk_path: str) -> None:
         """Read the `.gitignore` of `folder` (a workspace path) at `disk_path`; one that
@@ -36,19 +45,42 @@ class GitIgnores:
         spec = GitIgnoreSpec.from_lines(lines)
         if spec.patterns:
             self._specs[folder] = spec
+            self._any[folder] = _any_line(spec)
+            self._order = sorted(
+                ((f, f + "/" if f else "") for f in self._specs),
+                key=lambda item: -item[0].count("/") - bool(item[0]),
+            )
 
     def ignored(self, rel: str, *, folder: bool = False) -> bool:
         """Whether the workspace path `rel` (a folder's, when `folder`) is ignored."""
         if not self._specs:
             return False
         target = rel + "/" if folder else rel
-        parts = rel.split("/")
-        for depth in range(len(parts) - 1, -1, -1):
-            base = "/".join(parts[:depth])
-            spec = self._specs.get(base)
-            if spec is None:
+        for base, prefix in self._order:  # the folders above `rel` that have one, deepest first
+            if not rel.startswith(prefix) or rel == base:
                 continue
-            result = spec.check_file(target[len(base) + 1 :] if base else target)
+            relative = target[len(prefix) :]
+            quick = self._any[base]
+            if quick is not None and quick.search(relative) is None:
+                continue  # no line of this file matches: it decides nothing
+            result = self._specs[base].check_file(relative)
             if result.include is not None:
                 return bool(result.include)
         return False
+
+
+def _any_line(spec: GitIgnoreSpec) -> re.Pattern[str] | None:
+    """One regex matching where any of the spec's patterns does (None: cannot be made, and
+    every path is asked of each line)."""
+    sources = []
+    for pattern in spec.patterns:
+        regex = getattr(pattern, "regex", None)
+        if pattern.include is None:
+            continue  # a blank or comment line
+        if not isinstance(regex, re.Pattern) or regex.flags & ~re.UNICODE:
+            return None
+        sources.append(f"(?:{_NAMED_GROUP.sub('(?:', regex.pattern)})")
+    try:
+        return re.compile("|".join(sources)) if sources else None
+    except re.error:
+        return None

@@ -148,34 +148,45 @@ _ROWS = """
            d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.terms, f.heading,
            f.path
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
+# The fields of an IndexRow (no rowid), with the FTS columns read from FTS5's content table
+# (`id`, `c0`..`c2`): the same values as through the virtual table, at a fraction of the cost.
+_FIELDS = """
+    SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
+           d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.c0, f.c1, f.c2
+    FROM docs d JOIN {table}_content f ON f.id = d.rowid WHERE d.kind = ?"""
 
 
 def read_source_rows(
     conn: sqlite3.Connection, source_ids: Iterable[str]
 ) -> dict[str, list[IndexRow]]:
     """The rows of these sources as an index holds them, in their order."""
-    out: dict[str, list[IndexRow]] = {}
+    return {sid: [IndexRow(*r) for r in rows] for sid, rows in _source_row_tuples(conn, source_ids)}
+
+
+def _source_row_tuples(
+    conn: sqlite3.Connection, source_ids: Iterable[str]
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    """(source ID, its rows as plain tuples in `IndexRow`'s field order), each source's rows
+    in their order; made by SQLite's own row objects, with no Python work per row."""
     for source_id in source_ids:
-        rows = out.setdefault(source_id, [])
+        rows: list[tuple[Any, ...]] = []
         block = block_of(conn, source_id)
         if block is None:
+            yield source_id, rows
             continue
         for kind, table in FTS_TABLES.items():
-            rows += [
-                IndexRow(*r[1:])
-                for r in conn.execute(
-                    _ROWS.format(table=table)
-                    + " AND d.rowid BETWEEN ? AND ? AND d.source_id = ? ORDER BY d.rowid",
-                    (kind, *block, source_id),
-                )
-            ]
-    return out
+            rows += conn.execute(
+                _FIELDS.format(table=table)
+                + " AND d.rowid BETWEEN ? AND ? AND d.source_id = ? ORDER BY d.rowid",
+                (kind, *block, source_id),
+            ).fetchall()
+        yield source_id, rows
 
 
 def altered_sources(conn: sqlite3.Connection, expected: Mapping[str, str | None]) -> list[str]:
     """The sources of `expected` whose rows in this index do not hash to the digest given
     (None: to the digest the index itself records for the source)."""
-    rows = read_source_rows(conn, expected)
+    rows = dict(_source_row_tuples(conn, expected))
     altered = []
     for sid, wanted in expected.items():
         if wanted is None:
