@@ -20,6 +20,7 @@ import functools
 import io
 import json
 import logging
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -256,8 +257,9 @@ def _gates() -> list[tuple[Any, Gate | None]]:
     A regex plugin's patterns, with `re.MULTILINE` so that `^` and `$` match at each line's
     ends as they do on a line alone; a match within a line is a match within the text. The
     keyword plugin's patterns all contain one of its keywords: their alternation, without
-    the costly rest. The high-entropy plugins', likewise (their quoted-string pattern). Each
-    pattern with the literals its matches hold."""
+    the costly rest. The high-entropy plugins', likewise: their quoted-string pattern, for
+    strings long enough to pass their entropy limit (`_long_quoted`). Each pattern with the
+    literals its matches hold."""
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
     from detect_secrets.plugins.keyword import KeywordDetector
@@ -270,20 +272,51 @@ def _gates() -> list[tuple[Any, Gate | None]]:
         elif isinstance(plugin, RegexBasedDetector):
             patterns = list(plugin.denylist)
         elif isinstance(plugin, HighEntropyStringsPlugin):
-            patterns = [plugin.regex]
+            patterns = [_long_quoted(plugin)]
         compiled = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in patterns or ()]
         gates.append((plugin, [(p, required_literals(p)) for p in compiled] or None))
     return gates
 
 
+def _long_quoted(plugin: Any) -> re.Pattern[str]:
+    """The quoted strings a high-entropy plugin can report: its own pattern, for strings at
+    least as long as its entropy limit needs.
+
+    The plugin reports a string whose Shannon entropy over its characters is above the
+    limit; a string of n characters has at most log2(n) bits, so one shorter than 2**limit
+    characters never passes (one less still, for rounding). Its pattern as detect-secrets
+    builds it (quote, charset+, same quote) is tightened to that length; a pattern built
+    otherwise is taken as it is."""
+    shortest = max(1, math.floor(2**plugin.entropy_limit) - 1)
+    built = r"""([\'"])([{}]+)(\1)"""  # how detect-secrets builds it from the charset
+    charset = re.escape(plugin.charset)
+    if plugin.regex.pattern != built.format(charset):
+        return cast(re.Pattern[str], plugin.regex)
+    return re.compile(built.format(charset).replace("]+)", f"]{{{shortest},}})", 1))
+
+
+@functools.cache
+def _line_gates() -> dict[int, re.Pattern[str]]:
+    """Per plugin (by id), a pattern a line must match for the plugin to find anything on
+    it: the keyword plugin's keywords (its patterns cost a millisecond a line), the
+    high-entropy plugins' long enough quoted strings (`_long_quoted`; entropy costs)."""
+    from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
+
+    gates: dict[int, re.Pattern[str]] = {}
+    for plugin in _detector()[0]:
+        if _is_keyword(plugin):
+            gates[id(plugin)] = _keywords()
+        elif isinstance(plugin, HighEntropyStringsPlugin):
+            gates[id(plugin)] = _long_quoted(plugin)
+    return gates
+
+
 def _candidates(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
-    keywords = _keywords()
+    gates = _line_gates()
     return [
         (plugin, secret)
         for plugin in plugins
-        # The keyword plugin's patterns cost a millisecond a line; a line without one of
-        # its keywords cannot match them.
-        if not (_is_keyword(plugin) and keywords.search(line) is None)
+        if (gate := gates.get(id(plugin))) is None or gate.search(line) is not None
         for secret in plugin.analyze_line(filename=path, line=line, line_number=number)
     ]
 
