@@ -54,9 +54,19 @@ class Candidate:
     score: float
     dedupe_key: str | None  # the claim's analyzed terms; read by `rank` when None
     rowid: int
-    # Read for the chosen claims only (`choose`), to be checked against the ledger.
+    # Read for the chosen claims only (`choose`): what is checked against the ledger, and
+    # the claim's role in its decision record and the record's status ("" outside records;
+    # the cited sources' rows are checked against the ledger's digests, these fields too).
     object_hash: str = ""
     text: str = ""
+    role: str = ""
+    record_status: str = ""
+    # Where it ranks before relevance: its authority's rank unless a decision record says
+    # otherwise (`records_tiers`).
+    tier: int | None = None
+
+    def rank_tier(self) -> int:
+        return AUTHORITY_RANK.get(self.authority, 9) if self.tier is None else self.tier
 
 
 def required_coverage(n_terms: int) -> float:
@@ -168,13 +178,14 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     # Each passing source's block, with the authority of its claims: one per source, since a
     # source's claims are all extracted or, in a manual note, all manual (the rows the ledger
     # derives are so, and `verify` compares an index's rows with them).
+    # The source's own row says whether it is a decision record, and its status.
     blocks = conn.execute(
         "SELECT b.low, b.high, b.source_id, (SELECT d.authority FROM docs d "
-        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1) "
-        f"FROM blocks b WHERE b.source_rowid IN ({rowid_list(r for r, _, _ in passing)}) "
-        "ORDER BY b.low"
+        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1), s.role, "
+        "s.record_status FROM blocks b CROSS JOIN docs s ON s.rowid = b.source_rowid "
+        f"WHERE b.source_rowid IN ({rowid_list(r for r, _, _ in passing)}) ORDER BY b.low"
     ).fetchall()
-    spans = [(low, high) for low, high, _, _ in blocks]
+    spans = [(low, high) for low, high, *_ in blocks]
 
     scorer = ClaimScorer(conn, searched)
     filtered = claim_filter(searched, query_terms)
@@ -188,7 +199,8 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     lows = [low for low, _ in spans]
     out = []
     for rowid, score in scored.items():
-        _, _, source_id, authority = blocks[bisect.bisect_right(lows, rowid) - 1]
+        block = bisect.bisect_right(lows, rowid) - 1
+        _, _, source_id, authority, _, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
         # The claim's ID and terms are read by `rank`, for the few claims it gets to.
         out.append(Candidate("", authority or "", source_id, relevance, None, rowid))
@@ -202,9 +214,7 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
     double, each ending with a whole run of ties), and their IDs are read per batch; each run
     of ties is ordered by ID. A common word's tens of thousands of candidates are never sorted
     whole, and only the few the walk gets to are read."""
-    heap = [
-        (AUTHORITY_RANK.get(c.authority, 9), -round(c.score, 9), i) for i, c in enumerate(found)
-    ]
+    heap = [(c.rank_tier(), -round(c.score, 9), i) for i, c in enumerate(found)]
     heapq.heapify(heap)
     ordered: list[tuple[tuple[int, float], Candidate]] = []  # taken off the heap, IDs read
     batch = 4 * limit
@@ -264,12 +274,12 @@ def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list
     chosen = rank(conn, candidates(conn, query_terms), limit)
     if chosen:
         recorded = {
-            rowid: (object_hash, text)
-            for rowid, object_hash, text in conn.execute(
-                "SELECT rowid, object_hash, text FROM docs "
+            rowid: fields
+            for rowid, *fields in conn.execute(
+                "SELECT rowid, object_hash, text, role, record_status FROM docs "
                 f"WHERE rowid IN ({rowid_list(c.rowid for c in chosen)})"
             )
         }
         for c in chosen:
-            c.object_hash, c.text = recorded[c.rowid]
+            c.object_hash, c.text, c.role, c.record_status = recorded[c.rowid]
     return chosen

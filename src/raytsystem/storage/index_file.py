@@ -41,7 +41,7 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "9"
+FORMAT: Final = "10"
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
@@ -49,6 +49,8 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs (
     rowid INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
+    role TEXT NOT NULL,  -- before the long columns: ranking reads it for whole blocks
+    record_status TEXT NOT NULL,
     object_id TEXT NOT NULL,
     object_hash TEXT NOT NULL,
     source_id TEXT NOT NULL,
@@ -98,6 +100,10 @@ class IndexRow(NamedTuple):
     status: str  # "" for segments
     text: str
     stands_for: str  # a claim's segment when the claim stands for it in `search`, else ""
+    # Decision records (model/records.py): a claim's or segment's role in its record, "record"
+    # on a record's source row, "" outside records; the record's status ("" when none).
+    role: str
+    record_status: str
     terms: str
     heading_terms: str
     path_terms: str
@@ -145,8 +151,8 @@ def ro_uri(path: Path) -> str:
 
 _ROWS = """
     SELECT d.rowid, d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-           d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.terms, f.heading,
-           f.path
+           d.segment_kind, d.authority, d.status, d.text, d.stands_for, d.role,
+           d.record_status, f.terms, f.heading, f.path
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 
 
