@@ -9,6 +9,9 @@ A decision record (an ADR) is recognised by its template, which is a format like
   `Confirmation`, `More Information`.
 - **Nygard**: a `Decision` section beside a `Context`, `Status` or `Consequences` section, or
   beside a status line.
+- **Status line**: a record in the looser form of Nygard's: a paragraph or list item
+  `Status: <status>` right under the title (no heading but the title above it, among the
+  first `LEAD_PARAGRAPHS` paragraphs), whatever the sections after it.
 
 Headings are matched case-folded, without leading numbering (`2. Decision`) or a trailing
 colon. The status is the first word of the record's front matter `status:` value, else of its
@@ -20,7 +23,9 @@ that begins `Status:`; only the words of `STATUSES` count. `superseded`, `deprec
 Each sentence of a record gets a role: `status` (the status line or section), `decision`
 (the `Chosen option:` paragraph, or the innermost recognised section is the decision), else
 the role of the innermost recognised section of its heading path (`considered_option`,
-`context`, `consequence`, `confirmation`), else `other`. A source that is not a record gets no
+`context`, `consequence`, `confirmation`), else `other`; in a record with no decision section
+and no `Chosen option:` (a status-line record, whose body is its decision) `decision` instead
+of `other`. A source that is not a record gets no
 role. Everything is a pure function of the source's segments, so the index rows that carry it
 are derived the same from the ledger as at ingest (`pipeline/indexing.py`).
 """
@@ -67,6 +72,10 @@ STATUSES: Final = frozenset(
     }
 )
 RETIRED: Final = frozenset({"superseded", "deprecated", "rejected", "obsolete"})
+# Statuses of a decision in force (a record that states none is taken to be in force).
+IN_FORCE: Final = frozenset({"", "accepted", "approved"})
+# How early a status line must come to make a source a record by itself.
+LEAD_PARAGRAPHS: Final = 3
 
 _NUMBERING = re.compile(r"^(?:[\dIVXivx]+[.)]|\d+(?:\.\d+)*)\s+")
 _CHOSEN = re.compile(r"\s*chosen option\s*:", re.IGNORECASE)
@@ -94,14 +103,21 @@ def status_word(text: str) -> str | None:
 class Record:
     """A source recognised as a decision record."""
 
-    template: str  # "madr" | "nygard"
+    template: str  # "madr" | "nygard" | "status_line"
     status: str  # a word of STATUSES, "" when the record states none
     status_segments: frozenset[str]  # IDs of the segments that state the status
     chosen_segments: frozenset[str]  # IDs of the `Chosen option:` segments
+    # What a sentence outside any recognised section is: "decision" when the record has no
+    # decision section nor `Chosen option:` (its body is its decision), else "other".
+    unsectioned: str = "other"
 
     @property
     def retired(self) -> bool:
         return self.status in RETIRED
+
+    @property
+    def in_force(self) -> bool:
+        return self.status in IN_FORCE
 
     def role(self, segment_id: str, path: Sequence[str]) -> str:
         """The role of a segment of this record (and of every sentence in it)."""
@@ -113,7 +129,7 @@ class Record:
             role = SECTION_ROLES.get(section(heading))
             if role is not None:
                 return role
-        return "other"
+        return self.unsectioned
 
 
 def heading_list(heading_json: str, cache: dict[str, list[str]]) -> list[str]:
@@ -145,6 +161,8 @@ def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
     status_lines: list[tuple[str, str]] = []  # (segment ID, status word)
     in_status: list[tuple[str, str]] = []  # (segment ID, text) of the Status section
     front: str | None = None
+    lead = False  # a status line right under the title, among the first paragraphs
+    prose = 0
     for seg_id, kind, heading_json, text in segments:
         if kind == "heading":
             sections.add(section(text))
@@ -155,6 +173,7 @@ def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
             continue
         if kind not in _PROSE:
             continue
+        prose += 1
         if _CHOSEN.match(text):
             chosen.add(seg_id)
             continue
@@ -162,6 +181,9 @@ def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
         word = status_word(line.group(1)) if line else None
         if word is not None:
             status_lines.append((seg_id, word))
+            lead = lead or (
+                prose <= LEAD_PARAGRAPHS and len(heading_list(heading_json, paths)) <= 1
+            )
             continue
         path = heading_list(heading_json, paths)
         if path and section(path[-1]) == "status":
@@ -172,11 +194,15 @@ def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
         template = "madr"
     elif "decision" in sections and (sections & NYGARD_COMPANIONS or status is not None):
         template = "nygard"
+    elif lead:
+        template = "status_line"
     else:
         return None
+    decided = chosen or any(SECTION_ROLES.get(s) == "decision" for s in sections)
     return Record(
         template,
         status or "",
         frozenset(seg_id for seg_id, _ in status_lines) | {seg_id for seg_id, _ in in_status},
         frozenset(chosen),
+        "other" if decided else "decision",
     )
