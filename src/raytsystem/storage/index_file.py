@@ -42,6 +42,12 @@ from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
 FORMAT: Final = "10"
+# The ledger records the rows digests of the index format named by its `index_format` setting
+# (none: format 9, the first whose digests it recorded, migration 0004). A digest recorded for
+# another format says nothing about this format's rows: it reads as not recorded (ADR 0041).
+DIGESTS_OF_THIS_FORMAT: Final = (
+    "EXISTS (SELECT 1 FROM settings WHERE name = 'index_format' AND value = '" + FORMAT + "')"
+)
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
@@ -221,6 +227,11 @@ def usable(path: Path, generation_hash: str) -> bool:
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta"))
+
+
+def recorded_digests(conn: sqlite3.Connection) -> dict[str, str]:
+    """source ID -> the rows digest the index records for it."""
+    return dict(conn.execute("SELECT source_id, digest FROM source_digests"))
 
 
 @contextlib.contextmanager
