@@ -2,8 +2,8 @@
 
 A decision record (an ADR) is recognised by its template, which is a format like any other:
 
-- **MADR**: a `Decision Outcome` or a `Considered Options` section, or a paragraph or list item
-  that begins `Chosen option:`. Its other sections: `Context and Problem Statement`,
+- **MADR**: a `Decision Outcome` or a `Considered Options` section (its outcome is the
+  paragraph or list item that begins `Chosen option:`). Its other sections: `Context and Problem Statement`,
   `Decision Drivers`, `Pros and Cons of the Options`, `Consequences` (and MADR 2's `Positive
   Consequences`/`Negative Consequences`; `* Good, because …` items are under them),
   `Confirmation`, `More Information`.
@@ -32,6 +32,7 @@ are derived the same from the ledger as at ingest (`pipeline/indexing.py`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -58,6 +59,7 @@ ROLES: Final = frozenset(SECTION_ROLES.values()) | {"other"}
 # A source that is a record has this role on its own index row (its claims carry theirs).
 RECORD: Final = "record"
 MADR_SECTIONS: Final = frozenset({"decision outcome", "considered options"})
+_MARKS: Final = MADR_SECTIONS | {"decision"}  # one of these headings, or a status line
 NYGARD_COMPANIONS: Final = frozenset({"context", "status", "consequences"})
 STATUSES: Final = frozenset(
     {
@@ -152,9 +154,22 @@ def _status_of_section(texts: Iterable[str]) -> str | None:
     return status
 
 
+def _may_be_record(segments: Sequence[tuple[str, str, str, str]]) -> bool:
+    """Whether a source can be a record at all: a heading of a decision or of the considered
+    options, or a status line among its first paragraphs. This runs for every file ingested,
+    so it looks at the headings and the first paragraphs only."""
+    if any(kind == "heading" and section(text) in _MARKS for _, kind, _, text in segments):
+        return True
+    prose = (text for _, kind, _, text in segments if kind in _PROSE)
+    return any(_STATUS_LINE.match(text) for text in itertools.islice(prose, LEAD_PARAGRAPHS))
+
+
 def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
     """The record a source's segments ((ID, kind, heading path JSON, text), in order) make, or
     None when the source is not a decision record of a known template."""
+    segments = list(segments)
+    if not _may_be_record(segments):
+        return None
     sections: set[str] = set()
     paths: dict[str, list[str]] = {}
     chosen: set[str] = set()
@@ -185,12 +200,13 @@ def read_record(segments: Iterable[tuple[str, str, str, str]]) -> Record | None:
                 prose <= LEAD_PARAGRAPHS and len(heading_list(heading_json, paths)) <= 1
             )
             continue
-        path = heading_list(heading_json, paths)
-        if path and section(path[-1]) == "status":
-            in_status.append((seg_id, text))
+        if "status" in sections:  # a section's heading comes before what it holds
+            path = heading_list(heading_json, paths)
+            if path and section(path[-1]) == "status":
+                in_status.append((seg_id, text))
     from_section = _status_of_section(text for _, text in in_status)
     status = front or from_section or (status_lines[0][1] if status_lines else None)
-    if sections & MADR_SECTIONS or chosen:
+    if sections & MADR_SECTIONS:
         template = "madr"
     elif "decision" in sections and (sections & NYGARD_COMPANIONS or status is not None):
         template = "nygard"
