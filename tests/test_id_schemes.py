@@ -51,7 +51,7 @@ def ok(ws: Path, *args: str) -> Any:
 
 def recorded_scheme(ws: Path, backend: Backend) -> list[tuple[Any, ...]]:
     with backend.db(ws) as db:
-        return db.execute("SELECT name, value FROM settings")
+        return db.execute("SELECT name, value FROM settings WHERE name = 'id_scheme'")
 
 
 def parent_digits_shared(ws: Path, backend: Backend) -> dict[str, list[bool]]:

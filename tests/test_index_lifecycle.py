@@ -218,7 +218,7 @@ def test_a_file_locked_by_an_ingest_is_missing_at_once(ws: Path) -> None:
 def _row(kind: str, n: int, source: str) -> tuple[str, ...]:
     """An index row (the fields of IndexRow) of `kind`, the n-th of `source`."""
     return (kind, f"{kind}-{source}-{n}", "0" * 64, source, f"{source}.md", "[]", "paragraph",
-            "", "", "", "", f"word{n} common", "", source)  # fmt: skip
+            "", "", "", "", "", "", f"word{n} common", "", source)  # fmt: skip
 
 
 def _writer(tmp_path: Path, rows: dict[str, list[tuple[str, ...]]]) -> index_writer.IndexWriter:

@@ -20,7 +20,7 @@ from raytsystem.pipeline.indexing import (
     _tiled,
     source_rows,
 )
-from raytsystem.storage import index_folder
+from raytsystem.storage import index_file, index_folder
 
 DOC = """# Payments
 
@@ -180,7 +180,10 @@ def test_only_a_prose_segment_its_confirmed_claims_cover_exactly_loses_its_row()
     stands_for = {k: r[10] for k, r in rows.items() if r[0] == "claim"}
     assert stands_for == {"c1": "covered", "c2": "covered", "c3": "", "c4": "", "c6": ""}
     # The source's own row still holds every segment's terms.
-    assert rows["src"][11] == "cat purr dog bark owl hoot and then bee hum ant march  cat purr"
+    assert (
+        rows["src"][index_file.IndexRow._fields.index("terms")]
+        == "cat purr dog bark owl hoot and then bee hum ant march  cat purr"
+    )
 
 
 def test_a_segment_is_tiled_only_by_claims_in_order_with_whitespace_between() -> None:
@@ -207,7 +210,11 @@ def test_a_tiled_segment_has_its_claims_terms_in_text_order() -> None:
     claims.append(_claim("c1", "s", 0, "Cats purr."))
     rows = _rows(segments, claims)
     assert "s" not in rows and {rows[c][10] for c in ("c1", "c2", "c3")} == {"s"}
-    assert rows["src"][11] == "cat purr dog bark" == term_text(segments[0].text)
+    assert (
+        rows["src"][index_file.IndexRow._fields.index("terms")]
+        == "cat purr dog bark"
+        == term_text(segments[0].text)
+    )
 
 
 def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None:
@@ -234,7 +241,7 @@ def test_claims_that_do_not_tile_a_segment_are_compared_by_their_terms() -> None
     assert rows["overlap"][0] == "segment" and rows["o1"][10] == ""
     # A pilcrow is no word: the terms agree although the claims do not tile.
     assert "gap" not in rows and rows["p1"][10] == "gap"
-    assert rows["src"][11] == " ".join(
+    assert rows["src"][index_file.IndexRow._fields.index("terms")] == " ".join(
         term_text(s.text) for s in segments
     )  # the source's row has every segment's terms either way
 

@@ -297,12 +297,10 @@ class Session:
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Rebuild a generation's index (default: the current one's) from the ledger alone."""
-        from .pipeline.indexing import rebuild
-        from .storage import generations
+        from .pipeline.rebuild import rebuild_index
 
-        with self._writing(lock_timeout) as ledger, ledger.reading() as conn:
-            gen = generations.generation_or_head(conn, generation)
-            return rebuild(self.ws.index_dir, conn, self.blobs, gen, progress)
+        with self._writing(lock_timeout) as ledger:
+            return rebuild_index(ledger, self.ws.index_dir, self.blobs, generation, progress)
 
     def unpack(self, pack: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict[str, Any]:
         """Store each intact blob of a damaged pack on its own and remove the pack."""

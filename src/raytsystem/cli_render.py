@@ -168,12 +168,17 @@ def query(answer: FreshAnswer) -> None:
     click.echo(answer.answer)
     click.echo()
     for c in answer.citations:
+        # A decision record's part and status: "decision", "considered_option, superseded".
+        record = f", {c.role}" if c.role else ""
+        if c.role and c.record_status:
+            record += f", {c.record_status}"
         for e in c.claim.evidence:
             where = f"{e.source_path}:{e.line_start}"
             if e.line_end != e.line_start:
                 where += f"-{e.line_end}"
             click.echo(
-                f"[{c.number}] {where}  ({c.claim.authority}, {e.role})  sha256 {e.sha256[:16]}"
+                f"[{c.number}] {where}  ({c.claim.authority}, {e.role}{record})  "
+                f"sha256 {e.sha256[:16]}"
             )
     click.echo(f"verified against generation {g.number} {g.hash[:16]}")
     if fresh is not None:

@@ -35,7 +35,7 @@ from ..storage.generations import target_generation
 from ..storage.reader import Reader
 from .chain import Checker
 from .claim_scoring import WEIGHTS, match_expression
-from .query import parse_query, verify_chosen
+from .query import parse_query, record_fields, verify_chosen
 from .ranking import choose
 
 MAX_CLAIMS: Final = 40
@@ -93,6 +93,7 @@ def _claim_items(
                     if e.role == "citation"
                 ],
                 "why": "; ".join(why),
+                **record_fields(c.role, c.record_status),
             }
         )
     return items
@@ -103,7 +104,7 @@ def _segment_items(
 ) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.segment_kind, "
-        "bm25(segments_fts, ?, ?, ?) AS score FROM segments_fts f JOIN docs d ON d.rowid = f.rowid "
+        "d.role, d.record_status, bm25(segments_fts, ?, ?, ?) AS score FROM segments_fts f JOIN docs d ON d.rowid = f.rowid "
         "WHERE segments_fts MATCH ? ORDER BY score, d.object_id LIMIT ?",
         (*WEIGHTS, match_expression(terms), MAX_SEGMENTS * 3),
     ).fetchall()
@@ -114,7 +115,7 @@ def _segment_items(
         return []
     ledger = chains.segment_texts(checker.reader, [r[0] for r in rows])
     items = []
-    for seg_id, seg_hash, path, heading, kind, score in rows:
+    for seg_id, seg_hash, path, heading, kind, role, record_status, score in rows:
         row = ledger.get(seg_id)
         if row is None or row.sha256 != seg_hash:
             raise IntegrityError(
@@ -155,6 +156,7 @@ def _segment_items(
                 "text": text[start:end],
                 "excerpt_sha256": sha,
                 "why": "; ".join(why),
+                **record_fields(role, record_status),
             }
         )
     return items

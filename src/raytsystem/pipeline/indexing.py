@@ -25,6 +25,7 @@ from .. import faults
 from ..errors import IntegrityError
 from ..model.adapters import PROSE_KINDS
 from ..model.generation import ClaimState
+from ..model.records import RECORD, Record, heading_list, read_record
 from ..model.terms import term_text
 from ..progress import Progress
 from ..storage import index_file, index_writer
@@ -112,9 +113,13 @@ def source_rows(
     it in `search` (ADR 0021). Any other segment, one with a disputed sentence, say, or a word
     across a sentence cut, has its row.
 
+    A source that is a decision record (`model/records.py`) has its role and status on every
+    row: `record` on its own row, each claim's and segment's role on theirs.
+
     Rows are plain tuples with the fields of `IndexRow`, in order: a worker makes a hundred
     per file and sends them to the writer as they are."""
     rows: list[Row] = []
+    roles = _Roles(segments)
     pterms = analyzer.path(path)
     confirmed = [c for c in claims if c.status == "confirmed"]
     claim_terms = [analyzer.text(c.statement) for c in confirmed]
@@ -122,7 +127,7 @@ def source_rows(
     for claim, terms in zip(confirmed, claim_terms, strict=True):
         in_segment.setdefault(claim.segment_id, []).append((claim.start, claim.end, terms))
     whole, headings, stood_for = _add_segment_rows(
-        rows, source_id, path, pterms, segments, in_segment, analyzer
+        rows, source_id, path, pterms, segments, in_segment, analyzer, roles
     )
     if normalization_id and (whole or headings):
         # The whole source as one document: the context QUERY weighs claims by.
@@ -139,13 +144,33 @@ def source_rows(
                 "",
                 path,
                 "",
+                RECORD if roles.record else "",
+                roles.status,
                 " ".join(whole),
                 " ".join(headings),
                 pterms,
             )
         )
-    _add_claim_rows(rows, source_id, path, pterms, confirmed, claim_terms, stood_for, analyzer)
+    _add_claim_rows(
+        rows, source_id, path, pterms, confirmed, claim_terms, stood_for, analyzer, roles
+    )
     return rows
+
+
+class _Roles:
+    """The record a source's segments make (if any), and the role of each of its parts."""
+
+    def __init__(self, segments: Sequence[SegmentFact]) -> None:
+        self.record: Record | None = read_record(
+            (s.id, s.kind, s.heading_path, s.text) for s in segments
+        )
+        self.status = self.record.status if self.record else ""
+        self._paths: dict[str, list[str]] = {}
+
+    def of(self, segment_id: str, heading_path: str) -> str:
+        if self.record is None:
+            return ""
+        return self.record.role(segment_id, heading_list(heading_path, self._paths))
 
 
 def _add_segment_rows(
@@ -156,6 +181,7 @@ def _add_segment_rows(
     segments: Sequence[SegmentFact],
     in_segment: dict[str, list[tuple[int, int, str]]],
     analyzer: Analyzer,
+    roles: _Roles,
 ) -> tuple[list[str], list[str], set[str]]:
     """Add the rows of the segments that need one (`in_segment`: segment ID -> its confirmed
     claims' (start, end, terms)); return the terms of the source's body and of its headings,
@@ -194,6 +220,8 @@ def _add_segment_rows(
                 "",
                 "",
                 "",
+                roles.of(seg.id, seg.heading_path),
+                roles.status,
                 seg_terms,
                 analyzer.heading(seg.heading_path),
                 pterms,
@@ -211,6 +239,7 @@ def _add_claim_rows(
     claim_terms: Sequence[str],
     stood_for: set[str],
     analyzer: Analyzer,
+    roles: _Roles,
 ) -> None:
     """Add a row for each confirmed claim; one whose segment has no row of its own names it."""
     for claim, terms in zip(confirmed, claim_terms, strict=True):
@@ -227,6 +256,8 @@ def _add_claim_rows(
                 claim.status,
                 claim.statement,
                 claim.segment_id if claim.segment_id in stood_for else "",
+                roles.of(claim.segment_id, claim.heading_path),
+                roles.status,
                 terms,
                 analyzer.heading(claim.heading_path),
                 pterms,

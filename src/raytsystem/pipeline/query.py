@@ -71,22 +71,35 @@ class Citation:
     start_utf16: int  # the same span in UTF-16 code units, for JavaScript clients
     end_utf16: int
     claim: ClaimView
+    role: str = ""  # its role in a decision record ("" outside records: no key in the JSON)
+    record_status: str = ""  # that record's status ("" when it states none: no key)
 
     def to_json(self) -> dict[str, Any]:
         view = self.claim
+        claim: dict[str, Any] = {
+            "id": view.id,
+            "hash": view.hash,
+            "status": view.status,
+            "authority": view.authority,
+            "statement": view.statement,
+        }
+        claim.update(record_fields(self.role, self.record_status))
         return {
             "id": self.number,
             "answer_span": {"start": self.start, "end": self.end},
             "answer_span_utf16": {"start": self.start_utf16, "end": self.end_utf16},
-            "claim": {
-                "id": view.id,
-                "hash": view.hash,
-                "status": view.status,
-                "authority": view.authority,
-                "statement": view.statement,
-            },
+            "claim": claim,
             "evidence": [e.to_json() for e in view.evidence],
         }
+
+
+def record_fields(role: str, record_status: str) -> dict[str, str]:
+    """What a cited claim of a decision record adds to its JSON: `role` and, when the record
+    states one, `record_status`; nothing for a claim of any other source."""
+    out = {"role": role} if role else {}
+    if role and record_status:
+        out["record_status"] = record_status
+    return out
 
 
 @dataclass(frozen=True)
@@ -115,8 +128,11 @@ class Answer:
         }
 
 
-def compose(views: list[ClaimView]) -> tuple[str, list[Citation]]:
-    """The answer text, the statements joined with citation markers, and its citations."""
+def compose(
+    views: list[ClaimView], chosen: list[Candidate] | None = None
+) -> tuple[str, list[Citation]]:
+    """The answer text, the statements joined with citation markers, and its citations (with
+    the roles the index gives the `chosen` claims, one per view, when given)."""
     parts: list[str] = []
     spans = []
     length = 0
@@ -132,9 +148,10 @@ def compose(views: list[ClaimView]) -> tuple[str, list[Citation]]:
         parts.append(marker)
         length += len(marker)
     answer = "".join(parts)
+    marks = [(c.role, c.record_status) for c in chosen] if chosen else [("", "")] * len(spans)
     citations = [
-        Citation(n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view)
-        for n, start, end, view in spans
+        Citation(n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view, *mark)
+        for (n, start, end, view), mark in zip(spans, marks, strict=True)
     ]
     return answer, citations
 
@@ -206,7 +223,7 @@ def query(
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
-            answer, citations = compose([views[c.claim_id] for c in chosen])
+            answer, citations = compose([views[c.claim_id] for c in chosen], chosen)
     if generation is None:
         reader.refresh()
         after = head(reader)

@@ -8,6 +8,13 @@
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
    relevance, then claim ID; one claim of each set with the same analyzed terms.
+4. Decision records (ADR 0041; the roles and statuses are in the index rows,
+   `model/records.py`): the decision of a record in force (accepted, approved, or no status
+   stated) ranks with the manual claims; a
+   record whose decision is stated in at most `OUTCOME_CLAIMS` sentences has them cited, just
+   before its best claim, whenever any of its claims may answer (its considered options, its
+   context); every claim of a retired record (superseded, deprecated, rejected) comes after
+   all other claims.
 
 Everything is deterministic for the same index content: rowids (which differ between an
 incrementally patched index and a rebuilt one) never decide an order.
@@ -23,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from ..model.records import IN_FORCE, RECORD, RETIRED
 from .claim_scoring import (
     WEIGHTS,
     ClaimScorer,
@@ -44,6 +52,12 @@ COMMON_MIN_SOURCES: Final = 200
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
+# Tiers after the authorities': the claims of retired decision records.
+RETIRED_TIER: Final = 2
+# A record whose decision section holds at most this many claims has them all cited with it.
+OUTCOME_CLAIMS: Final = 3
+# How far above its record's best claim an outcome brought in for it is put.
+OUTCOME_LEAD: Final = 1e-6
 
 
 @dataclass
@@ -54,9 +68,19 @@ class Candidate:
     score: float
     dedupe_key: str | None  # the claim's analyzed terms; read by `rank` when None
     rowid: int
-    # Read for the chosen claims only (`choose`), to be checked against the ledger.
+    # Read for the chosen claims only (`choose`): what is checked against the ledger, and
+    # the claim's role in its decision record and the record's status ("" outside records;
+    # the cited sources' rows are checked against the ledger's digests, these fields too).
     object_hash: str = ""
     text: str = ""
+    role: str = ""
+    record_status: str = ""
+    # Where it ranks before relevance: its authority's rank unless a decision record says
+    # otherwise (`records_tiers`).
+    tier: int | None = None
+
+    def rank_tier(self) -> int:
+        return AUTHORITY_RANK.get(self.authority, 9) if self.tier is None else self.tier
 
 
 def required_coverage(n_terms: int) -> float:
@@ -168,13 +192,14 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     # Each passing source's block, with the authority of its claims: one per source, since a
     # source's claims are all extracted or, in a manual note, all manual (the rows the ledger
     # derives are so, and `verify` compares an index's rows with them).
+    # The source's own row says whether it is a decision record, and its status.
     blocks = conn.execute(
         "SELECT b.low, b.high, b.source_id, (SELECT d.authority FROM docs d "
-        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1) "
-        f"FROM blocks b WHERE b.source_rowid IN ({rowid_list(r for r, _, _ in passing)}) "
-        "ORDER BY b.low"
+        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1), s.role, "
+        "s.record_status FROM blocks b CROSS JOIN docs s ON s.rowid = b.source_rowid "
+        f"WHERE b.source_rowid IN ({rowid_list(r for r, _, _ in passing)}) ORDER BY b.low"
     ).fetchall()
-    spans = [(low, high) for low, high, _, _ in blocks]
+    spans = [(low, high) for low, high, *_ in blocks]
 
     scorer = ClaimScorer(conn, searched)
     filtered = claim_filter(searched, query_terms)
@@ -187,12 +212,63 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     best_claim = max(scored.values()) or 1.0
     lows = [low for low, _ in spans]
     out = []
+    in_records: dict[int, list[Candidate]] = {}  # block -> its candidates, for records only
     for rowid, score in scored.items():
-        _, _, source_id, authority = blocks[bisect.bisect_right(lows, rowid) - 1]
+        block = bisect.bisect_right(lows, rowid) - 1
+        _, _, source_id, authority, role, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
         # The claim's ID and terms are read by `rank`, for the few claims it gets to.
         out.append(Candidate("", authority or "", source_id, relevance, None, rowid))
+        if role == RECORD:
+            in_records.setdefault(block, []).append(out[-1])
+    if in_records:
+        out += records_tiers(conn, in_records, blocks)
     return out
+
+
+def records_tiers(
+    conn: sqlite3.Connection,
+    in_records: dict[int, list[Candidate]],
+    blocks: list[tuple[int, int, str, str | None, str, str]],
+) -> list[Candidate]:
+    """Tier the candidates of decision records (`in_records`: block -> its candidates) and
+    return the outcome claims brought in for them (see the module's docstring, 4).
+
+    Reads the roles of these candidates and, per record, up to `OUTCOME_CLAIMS` + 1 decision
+    claims of its block: the cost follows the records among the passing sources."""
+    listed = [c for found in in_records.values() for c in found]
+    roles = dict(
+        conn.execute(
+            f"SELECT rowid, role FROM docs WHERE rowid IN ({rowid_list(c.rowid for c in listed)})"
+        )
+    )
+    added: list[Candidate] = []
+    for block, found in sorted(in_records.items()):
+        low, high, source_id, authority, _, status = blocks[block]
+        for c in found:
+            if status in RETIRED:
+                c.tier = RETIRED_TIER
+            elif roles.get(c.rowid) == "decision" and status in IN_FORCE:
+                c.tier = AUTHORITY_RANK["manual"]
+        outcome = [
+            r
+            for (r,) in conn.execute(
+                "SELECT rowid FROM docs WHERE rowid BETWEEN ? AND ? AND kind = 'claim' "
+                "AND role = 'decision' LIMIT ?",
+                (low, high, OUTCOME_CLAIMS + 1),
+            )
+        ]
+        have = {c.rowid for c in found}
+        missing = [r for r in outcome if r not in have]
+        if not missing or len(outcome) > OUTCOME_CLAIMS:
+            continue
+        best = min(found, key=lambda c: (c.rank_tier(), -c.score))
+        tier = best.rank_tier() if status in RETIRED else min(best.rank_tier(), 1)
+        added += [
+            Candidate("", authority or "", source_id, best.score + OUTCOME_LEAD, None, r, tier=tier)
+            for r in missing
+        ]
+    return added
 
 
 def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[Candidate]:
@@ -202,9 +278,7 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
     double, each ending with a whole run of ties), and their IDs are read per batch; each run
     of ties is ordered by ID. A common word's tens of thousands of candidates are never sorted
     whole, and only the few the walk gets to are read."""
-    heap = [
-        (AUTHORITY_RANK.get(c.authority, 9), -round(c.score, 9), i) for i, c in enumerate(found)
-    ]
+    heap = [(c.rank_tier(), -round(c.score, 9), i) for i, c in enumerate(found)]
     heapq.heapify(heap)
     ordered: list[tuple[tuple[int, float], Candidate]] = []  # taken off the heap, IDs read
     batch = 4 * limit
@@ -264,12 +338,12 @@ def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list
     chosen = rank(conn, candidates(conn, query_terms), limit)
     if chosen:
         recorded = {
-            rowid: (object_hash, text)
-            for rowid, object_hash, text in conn.execute(
-                "SELECT rowid, object_hash, text FROM docs "
+            rowid: fields
+            for rowid, *fields in conn.execute(
+                "SELECT rowid, object_hash, text, role, record_status FROM docs "
                 f"WHERE rowid IN ({rowid_list(c.rowid for c in chosen)})"
             )
         }
         for c in chosen:
-            c.object_hash, c.text = recorded[c.rowid]
+            c.object_hash, c.text, c.role, c.record_status = recorded[c.rowid]
     return chosen

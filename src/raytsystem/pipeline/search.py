@@ -19,7 +19,7 @@ from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
 from .claim_scoring import WEIGHTS, match_expression
-from .query import MAX_LIMIT, parse_query
+from .query import MAX_LIMIT, parse_query, record_fields
 
 
 def _segment_texts(
@@ -56,18 +56,19 @@ def _segment_texts(
 # The best segments with rows of their own, and the best claims standing for a segment (ADR
 # 0021): ordered by score and then segment, a segment's first claim is its best.
 _OWN_SEGMENTS: Final = """
-    SELECT d.object_id, d.source_path, d.heading_path, d.object_hash,
+    SELECT d.object_id, d.source_path, d.heading_path, d.object_hash, d.role, d.record_status,
            bm25(segments_fts, ?, ?, ?) AS score
     FROM segments_fts f JOIN docs d ON d.rowid = f.rowid
     WHERE segments_fts MATCH ? ORDER BY score, d.object_id LIMIT ?"""
 _STOOD_FOR: Final = """
-    SELECT d.stands_for, d.source_path, d.heading_path, '', bm25(claims_fts, ?, ?, ?) AS score
+    SELECT d.stands_for, d.source_path, d.heading_path, '', d.role, d.record_status,
+           bm25(claims_fts, ?, ?, ?) AS score
     FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
     WHERE claims_fts MATCH ? AND d.stands_for <> '' ORDER BY score, d.stands_for LIMIT ?"""
 
 _CLAIM_HITS: Final = """
     SELECT d.object_id, d.object_hash, d.source_path, d.heading_path, d.authority,
-           d.text, bm25(claims_fts, ?, ?, ?) AS score
+           d.text, d.role, d.record_status, bm25(claims_fts, ?, ?, ?) AS score
     FROM claims_fts f JOIN docs d ON d.rowid = f.rowid
     WHERE claims_fts MATCH ? ORDER BY score, d.object_id LIMIT ?"""
 
@@ -122,13 +123,13 @@ def _best_segments(conn: Any, expression: str, limit: int) -> list[Any]:
             break
         wanted *= 4
     found = own + list(stood_for.values())[:limit]
-    return sorted(found, key=lambda r: (r[4], r[0]))[:limit]
+    return sorted(found, key=lambda r: (r[-1], r[0]))[:limit]
 
 
 def _segment_hits(reader: Reader, blobs: BlobStore, rows: list[Any]) -> list[dict[str, Any]]:
     segments = _segment_texts(reader, blobs, [r[0] for r in rows]) if rows else {}
     hits = []
-    for seg_id, source_path, heading, indexed_hash, score in rows:
+    for seg_id, source_path, heading, indexed_hash, role, record_status, score in rows:
         found = segments.get(seg_id)
         # A segment's own row records its hash; a claim standing for it records none.
         if found is None or indexed_hash not in ("", found[2]):
@@ -147,6 +148,7 @@ def _segment_hits(reader: Reader, blobs: BlobStore, rows: list[Any]) -> list[dic
                 "score": _score(score),
                 "lines": {"start": start, "end": end},
                 "sha256": sha,
+                **record_fields(role, record_status),
             }
         )
     return hits
@@ -163,6 +165,7 @@ def _claim_hits(rows: list[Any]) -> list[dict[str, Any]]:
             "score": _score(score),
             "authority": authority,
             "hash": object_hash,
+            **record_fields(role, record_status),
         }
-        for object_id, object_hash, source_path, heading, authority, body, score in rows
+        for object_id, object_hash, source_path, heading, authority, body, role, record_status, score in rows
     ]

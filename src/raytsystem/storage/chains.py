@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .index_file import DIGESTS_OF_THIS_FORMAT
 from .reader import Reader, expand
 
 _STEP = 500  # IDs per statement
@@ -157,13 +158,15 @@ def sources(reader: Reader, ids: Sequence[str]) -> dict[str, SourceRow]:
 
 def index_digests(reader: Reader, source_ids: Sequence[str], number: int) -> dict[str, str | None]:
     """source ID -> the rows digest its state in generation `number` records for it in the
-    index (None: a state written before the ledger recorded them)."""
+    index (None: a state written before the ledger recorded them, or recorded for another
+    index format)."""
     out: dict[str, str | None] = {}
     unique = sorted(set(source_ids))
     for i in range(0, len(unique), _STEP):
         marks, params = expand("s", unique[i : i + _STEP])
         for sid, digest in reader.rows(
-            f"SELECT source_id, index_digest FROM source_states WHERE source_id IN ({marks}) "
+            f"SELECT source_id, CASE WHEN {DIGESTS_OF_THIS_FORMAT} THEN index_digest END "
+            f"FROM source_states WHERE source_id IN ({marks}) "
             "AND gen_from <= :n AND (gen_to IS NULL OR gen_to > :n)",
             {**params, "n": number},
         ):

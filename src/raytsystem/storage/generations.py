@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, NotFound, UsageError
 from ..model.generation import generation_hash
+from .index_file import DIGESTS_OF_THIS_FORMAT
 from .reader import Rows, as_rows
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class GenerationRef:
     source_count: int
     claim_count: int
     summary: dict[str, Any]
-    index_digest: str | None = None  # its index's rows digest (null before migration 0004)
+    # Its index's rows digest: None before migration 0004, or recorded for another index format.
+    index_digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"number": self.number, "hash": self.hash}
@@ -40,7 +42,8 @@ class GenerationRef:
 # Plain SQL, so that the query's stdlib-sqlite3 reader and a SQLAlchemy connection run the same.
 _GENERATION = (
     "SELECT g.number, g.hash, g.parent_hash, g.manifest_digest, g.created_at, g.source_count, "
-    "g.claim_count, g.summary, g.index_digest FROM generations g "
+    f"g.claim_count, g.summary, CASE WHEN {DIGESTS_OF_THIS_FORMAT} THEN g.index_digest END "
+    "FROM generations g "
 )
 _HEAD = _GENERATION + "JOIN head h ON h.generation_hash = g.hash WHERE h.name = 'current'"
 # A generation number is a SQL integer: more digits than this cannot name one.

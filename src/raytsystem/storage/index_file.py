@@ -41,7 +41,13 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "9"
+FORMAT: Final = "10"
+# The ledger records the rows digests of the index format named by its `index_format` setting
+# (none: format 9, the first whose digests it recorded, migration 0004). A digest recorded for
+# another format says nothing about this format's rows: it reads as not recorded (ADR 0041).
+DIGESTS_OF_THIS_FORMAT: Final = (
+    "EXISTS (SELECT 1 FROM settings WHERE name = 'index_format' AND value = '" + FORMAT + "')"
+)
 _TOKENIZE: Final = "unicode61 remove_diacritics 0"
 
 _TABLES: Final = f"""
@@ -49,6 +55,8 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs (
     rowid INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
+    role TEXT NOT NULL,  -- before the long columns: ranking reads it for whole blocks
+    record_status TEXT NOT NULL,
     object_id TEXT NOT NULL,
     object_hash TEXT NOT NULL,
     source_id TEXT NOT NULL,
@@ -98,6 +106,10 @@ class IndexRow(NamedTuple):
     status: str  # "" for segments
     text: str
     stands_for: str  # a claim's segment when the claim stands for it in `search`, else ""
+    # Decision records (model/records.py): a claim's or segment's role in its record, "record"
+    # on a record's source row, "" outside records; the record's status ("" when none).
+    role: str
+    record_status: str
     terms: str
     heading_terms: str
     path_terms: str
@@ -145,8 +157,8 @@ def ro_uri(path: Path) -> str:
 
 _ROWS = """
     SELECT d.rowid, d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-           d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.terms, f.heading,
-           f.path
+           d.segment_kind, d.authority, d.status, d.text, d.stands_for, d.role,
+           d.record_status, f.terms, f.heading, f.path
     FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 # The fields of an IndexRow (no rowid), with the FTS columns read from FTS5's content table
 # (`id`, `c0`..`c2`): the same values as through the virtual table, at a fraction of the cost.
@@ -226,6 +238,11 @@ def usable(path: Path, generation_hash: str) -> bool:
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta"))
+
+
+def recorded_digests(conn: sqlite3.Connection) -> dict[str, str]:
+    """source ID -> the rows digest the index records for it."""
+    return dict(conn.execute("SELECT source_id, digest FROM source_digests"))
 
 
 @contextlib.contextmanager

@@ -88,8 +88,8 @@ def _insert(
             blocks.append((source_id, own, low, n))
     conn.executemany(
         "INSERT INTO docs (rowid, kind, object_id, object_hash, source_id, source_path, "
-        "heading_path, segment_kind, authority, status, text, stands_for) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        "heading_path, segment_kind, authority, status, text, stands_for, role, record_status) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         docs,
     )
     for kind, table in FTS_TABLES.items():

@@ -8,16 +8,17 @@ skipped, so writing a file's rows twice (a retried ingest) is harmless.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert, update
+from sqlalchemy import Connection, Table, bindparam, insert, or_, text, update
 
 from .. import faults
 from ..errors import RaytError
 from .db import insert_rows
 from .generations import GenerationRef
+from .index_file import DIGESTS_OF_THIS_FORMAT, FORMAT
 from .tables import (
     Claim,
     Evidence,
@@ -28,6 +29,7 @@ from .tables import (
     Revision,
     Segment,
     Source,
+    SourceState,
 )
 
 Row = tuple[Any, ...]
@@ -116,6 +118,7 @@ def commit_generation(
     )
     faults.point("ingest.before_head")
     if current is None:
+        record_index_format(conn)  # the first generation: every digest is of this format
         conn.execute(
             insert(Head),
             {"name": "current", "generation_hash": generation.hash, "number": generation.number},
@@ -146,3 +149,42 @@ def record_ingest_run(
             "summary": json.dumps(summary, ensure_ascii=False, sort_keys=True),
         },
     )
+
+
+def record_index_format(conn: Connection) -> None:
+    """Name this raytsystem's index format as the one the ledger's index digests are of."""
+    conn.execute(text("DELETE FROM settings WHERE name = 'index_format'"))
+    insert_rows(conn, "settings", ("name", "value"), [("index_format", FORMAT)])
+
+
+def digests_of_this_format(conn: Connection) -> bool:
+    """Whether the ledger's index digests are of this raytsystem's index format."""
+    return bool(conn.execute(text(f"SELECT {DIGESTS_OF_THIS_FORMAT}")).scalar())
+
+
+def rerecord_index_digests(
+    conn: Connection, number: int, rows_digest: str, per_source: Mapping[str, str]
+) -> None:
+    """Make the ledger's index digests those of this index format (ADR 0041): generation
+    `number`'s and its active source states' are the given ones (an index of it this format
+    wrote, derived from the ledger alone), every other one is forgotten (NULL: a query then
+    compares an index of those with its own records, as before migration 0004)."""
+    conn.execute(update(SourceState).values(index_digest=None))
+    conn.execute(update(Generation).values(index_digest=None))
+    conn.execute(
+        update(Generation).where(Generation.c.number == number).values(index_digest=rows_digest)
+    )
+    active = (
+        update(SourceState)
+        .where(
+            SourceState.c.source_id == bindparam("b_source"),
+            SourceState.c.gen_from <= number,
+            or_(SourceState.c.gen_to.is_(None), SourceState.c.gen_to > number),
+        )
+        .values(index_digest=bindparam("b_digest"))
+    )
+    if per_source:
+        conn.execute(
+            active, [{"b_source": s, "b_digest": d} for s, d in sorted(per_source.items())]
+        )
+    record_index_format(conn)
