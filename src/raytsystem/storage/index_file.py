@@ -155,17 +155,17 @@ def ro_uri(path: Path) -> str:
     return f"file:{urllib.parse.quote(str(path))}?mode=ro"
 
 
-_ROWS = """
-    SELECT d.rowid, d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-           d.segment_kind, d.authority, d.status, d.text, d.stands_for, d.role,
-           d.record_status, f.terms, f.heading, f.path
-    FROM docs d JOIN {table} f ON f.rowid = d.rowid WHERE d.kind = ?"""
+_DOC_COLUMNS = """d.kind, d.object_id, d.object_hash, d.source_id, d.source_path,
+           d.heading_path, d.segment_kind, d.authority, d.status, d.text, d.stands_for, d.role,
+           d.record_status"""
+_ROWS = f"""
+    SELECT d.rowid, {_DOC_COLUMNS}, f.terms, f.heading, f.path
+    FROM docs d JOIN {{table}} f ON f.rowid = d.rowid WHERE d.kind = ?"""
 # The fields of an IndexRow (no rowid), with the FTS columns read from FTS5's content table
 # (`id`, `c0`..`c2`): the same values as through the virtual table, at a fraction of the cost.
-_FIELDS = """
-    SELECT d.kind, d.object_id, d.object_hash, d.source_id, d.source_path, d.heading_path,
-           d.segment_kind, d.authority, d.status, d.text, d.stands_for, f.c0, f.c1, f.c2
-    FROM docs d JOIN {table}_content f ON f.id = d.rowid WHERE d.kind = ?"""
+_FIELDS = f"""
+    SELECT {_DOC_COLUMNS}, f.c0, f.c1, f.c2
+    FROM docs d JOIN {{table}}_content f ON f.id = d.rowid WHERE d.kind = ?"""
 
 
 def read_source_rows(
