@@ -63,6 +63,7 @@ def test_query_search_bundle_are_fresh_then_stale_then_fresh(kb: Path) -> None:
         "status",
         "query",
         "query_terms",
+        "unmatched_terms",
         "generation",
         "answer",
         "citations",

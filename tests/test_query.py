@@ -125,6 +125,20 @@ def test_no_match_is_an_explicit_gap_without_claim_text(kb: Path) -> None:
     assert body["answer"] == "" and body["citations"] == []
 
 
+def test_words_in_no_source_are_named_as_written(kb: Path) -> None:
+    """A gap says which words of the question no source holds, as the user wrote them (not
+    their stems), so that the question can be rephrased; an answer says it too."""
+    gap = query(kb, "Which databases should the payments service use?")
+    assert gap["status"] == "gap"
+    assert gap["unmatched_terms"] == ["databases", "service", "use"]
+    answered = query(kb, "How many attempts before retries stop, per gateway?")
+    assert answered["status"] == "answered"
+    assert answered["unmatched_terms"] == ["before", "per", "gateway"]
+    assert query(kb, "refunds")["unmatched_terms"] == []
+    text = run_cli("query", "Which databases should the payments service use?", cwd=kb)
+    assert "in no source: databases, service, use" in text.stdout
+
+
 def test_same_question_same_generation_gives_identical_json(kb: Path) -> None:
     def strip_timing(text: str) -> str:
         import json

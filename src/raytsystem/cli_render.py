@@ -160,8 +160,11 @@ def freshness(r: dict[str, Any] | None, number: int) -> None:
 def query(answer: FreshAnswer) -> None:
     g = answer.generation
     fresh = answer.freshness
+    missing = ", ".join(answer.unmatched_terms)
     if answer.status == "gap":
         click.echo(f"gap: no confirmed claim answers this (generation {g.number} {g.hash[:16]})")
+        if missing:
+            click.echo(f"in no source: {missing}")
         if fresh is not None:
             click.echo(fresh.line())
         return
@@ -181,6 +184,8 @@ def query(answer: FreshAnswer) -> None:
                 f"sha256 {e.sha256[:16]}"
             )
     click.echo(f"verified against generation {g.number} {g.hash[:16]}")
+    if missing:
+        click.echo(f"in no source: {missing}")
     if fresh is not None:
         click.echo(fresh.line())
 

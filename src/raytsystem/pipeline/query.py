@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,6 +27,7 @@ from ..storage.blobs import BlobStore
 from ..storage.generations import GenerationRef, head, target_generation
 from ..storage.reader import Reader
 from .chain import Checker, ClaimView
+from .claim_scoring import vocabulary
 from .ranking import Candidate, choose
 
 SCHEMA_VERSION: Final = "1"
@@ -113,6 +114,8 @@ class Answer:
     answer: str
     citations: list[Citation]
     ms: float  # how long the query took
+    # The question's words that no source of the generation holds (`unmatched_words`)
+    unmatched_terms: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The query's JSON (schema_version "1"), the contract the README documents."""
@@ -121,6 +124,7 @@ class Answer:
             "status": self.status,
             "query": self.query,
             "query_terms": self.query_terms,
+            "unmatched_terms": self.unmatched_terms,
             "generation": self.generation.to_json(),
             "answer": self.answer,
             "citations": [c.to_json() for c in self.citations],
@@ -219,6 +223,8 @@ def query(
     path = index_file.index_path(index_dir, target.number, target.hash)
     answer, citations = "", list[Citation]()
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
+        found_in = vocabulary(conn, "sources_fts", query_terms)
+        unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
         chosen = choose(conn, query_terms, limit)
         faults.point("query.after_search")
         if chosen:
@@ -240,4 +246,28 @@ def query(
         answer,
         citations,
         round((time.perf_counter() - started) * 1000, 3),
+        unmatched,
     )
+
+
+def unmatched_words(text: str, missing: list[str]) -> list[str]:
+    """The words of the question behind the `missing` terms, as the user wrote them, so
+    that they can be rephrased: a word that is one term is given as written (`pipelines`,
+    not the stem `pipelin`); a term made from part of a word (a compound's part, a CJK
+    bigram) is given as the term."""
+    words: list[str] = []
+    for term in missing:
+        word = next(
+            (
+                token
+                for token in (t.strip(_PUNCTUATION) for t in text.split())
+                if query_terms(token) == [term]
+            ),
+            term,
+        )
+        if word not in words:
+            words.append(word)
+    return words
+
+
+_PUNCTUATION: Final = "\"'`“”‘’«»()[]{}<>.,;:!?¿¡。、，：；！？「」『』（）"
