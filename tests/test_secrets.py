@@ -188,6 +188,19 @@ def test_a_file_with_a_secret_is_quarantined_and_its_bytes_are_nowhere(workspace
             assert value.encode() not in data, f"{value[:4]}... in {path}"
 
 
+def write_baseline(ws: Path, path: str) -> str:
+    """The workspace's secrets baseline, made by detect-secrets itself from `path`."""
+    made = subprocess.run(
+        [sys.executable, "-m", "detect_secrets", "scan", path],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (ws / ".secrets.baseline").write_text(made.stdout, encoding="utf-8")
+    return made.stdout
+
+
 def test_allowlist_comment_and_baseline_accept_a_false_positive(workspace: Path) -> None:
     ws = workspace
     token = made_up_secrets(7)["github_token"][0]
@@ -200,19 +213,12 @@ def test_allowlist_comment_and_baseline_accept_a_false_positive(workspace: Path)
     flagged = [f["subject"] for f in first["findings"] if f["code"] == "secret_detected"]
     assert flagged == ["docs/listed.md:3"]
     # The team's baseline, made by detect-secrets itself, accepts the listed one.
-    made = subprocess.run(
-        [sys.executable, "-m", "detect_secrets", "scan", "docs/listed.md"],
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (ws / ".secrets.baseline").write_text(made.stdout, encoding="utf-8")
+    made = write_baseline(ws, "docs/listed.md")
     second = ingest_json(ws)
     assert [f for f in second["findings"] if f["code"] == "secret_detected"] == []
     assert second["counts"]["new_sources"] == 1
     # An audit that marks it a real secret takes the acceptance back.
-    baseline = json.loads(made.stdout)
+    baseline = json.loads(made)
     for entries in baseline["results"].values():
         for entry in entries:
             entry["is_secret"] = True
@@ -274,14 +280,7 @@ def test_a_quarantined_file_is_not_read_again_until_it_or_the_screen_changes(
         ]
         assert again["counts"]["bytes_read"] == 0  # neither file was read
         assert again["created"] is False
-    made = subprocess.run(
-        [sys.executable, "-m", "detect_secrets", "scan", "docs/held.md"],
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (ws / ".secrets.baseline").write_text(made.stdout, encoding="utf-8")
+    write_baseline(ws, "docs/held.md")
     accepted = ingest_json(ws)  # the screen changed: the file is read and now accepted
     assert [f for f in accepted["findings"] if f["code"] == "secret_detected"] == []
     assert accepted["counts"]["new_sources"] == 1
