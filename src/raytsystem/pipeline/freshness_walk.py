@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import os
 import pickle
 import signal
@@ -154,6 +155,9 @@ def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], O
         try:
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
+            # A child that lives for one walk needs no cycle collector, whose full passes
+            # would visit (and copy, page by page) every object it shares with its parent.
+            gc.disable()
             # Let go of the parent's stdin, stdout and stderr: whoever reads the command's
             # output to its end must not wait for this child.
             null = os.open(os.devnull, os.O_RDWR)
