@@ -195,10 +195,31 @@ def _source_row_tuples(
         yield source_id, rows
 
 
+def stored_rows_digest(conn: sqlite3.Connection, source_id: str) -> str:
+    """`source_rows_digest` of the rows this index holds of a source (`_source_row_tuples`).
+
+    A query checks every source it cites this way (ADR 0037), so the rows are read as the
+    UTF-8 bytes SQLite holds, never decoded: bytes sort as their code points do, so sorting
+    and joining them is hashing what `source_rows_digest` hashes. A row whose fields do not
+    join unambiguously (a field holding NUL) is hashed from its decoded fields instead.
+    """
+    factory = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        ((_, rows),) = _source_row_tuples(conn, [source_id])
+    finally:
+        conn.text_factory = factory
+    ordered = sorted(rows)
+    joined = b"\x00".join(itertools.chain.from_iterable(ordered))
+    if ordered and joined.count(b"\x00") != len(ordered) * len(IndexRow._fields) - 1:
+        ((_, decoded),) = _source_row_tuples(conn, [source_id])
+        return source_rows_digest(decoded)
+    return blake3.blake3(joined).hexdigest()
+
+
 def altered_sources(conn: sqlite3.Connection, expected: Mapping[str, str | None]) -> list[str]:
     """The sources of `expected` whose rows in this index do not hash to the digest given
     (None: to the digest the index itself records for the source)."""
-    rows = dict(_source_row_tuples(conn, expected))
     altered = []
     for sid, wanted in expected.items():
         if wanted is None:
@@ -206,7 +227,7 @@ def altered_sources(conn: sqlite3.Connection, expected: Mapping[str, str | None]
                 "SELECT digest FROM source_digests WHERE source_id = ?", (sid,)
             ).fetchone()
             wanted = found[0] if found else None
-        if source_rows_digest(rows[sid]) != wanted:
+        if stored_rows_digest(conn, sid) != wanted:
             altered.append(sid)
     return sorted(altered)
 
