@@ -148,3 +148,59 @@ def test_the_scan_finds_what_detect_secrets_finds(seed: int, kinds: list[str], n
             )
             theirs = {(s.line_number, s.type) for s in scan_file(str(path))}
     assert theirs <= ours, (sorted(theirs - ours), text)
+
+
+def test_the_committed_gate_table_is_the_installed_detectors() -> None:
+    """`model/gate_table.py` holds the gates of the detect-secrets that uv.lock installs; after
+    an upgrade, `uv run python tests/test_secret_gates.py --write` makes it again."""
+    from raytsystem.model import gate_table
+    from raytsystem.model.secrets import gate_table_source
+
+    made: dict[str, object] = {}
+    exec(gate_table_source(), made)
+    assert made["DETECTORS"] is not None  # every plugin has a gate: files can be cleared
+    committed = (gate_table.DETECTORS, gate_table.PLAIN_SUFFIXES, gate_table.PATTERNS)
+    fresh = (made["DETECTORS"], made["PLAIN_SUFFIXES"], made["PATTERNS"])
+    assert fresh == committed, "stale: run `uv run python tests/test_secret_gates.py --write`"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    seed=st.integers(0, 10**6),
+    kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=12),
+    name=st.sampled_from(["notes.md", "settings.ini", "plain.txt", "conf.yaml", "x.ipynb", "a"]),
+)
+def test_a_cleared_file_is_one_the_scan_finds_nothing_in(
+    seed: int, kinds: list[str], name: str
+) -> None:
+    from raytsystem.model import gate_table
+    from raytsystem.model.secrets import cleared, scan_text
+
+    rnd = random.Random(seed)
+    text = "\n".join(_line(rnd, k) for k in kinds) + "\n"
+    if cleared(name, text, gate_table.DETECTORS):
+        assert scan_text(name, text) == [], text
+
+
+def test_prose_is_cleared_and_a_secret_never_is() -> None:
+    from raytsystem.model import gate_table
+    from raytsystem.model.secrets import cleared
+
+    prose = "# Deploys\n\nThe deploy runs nightly.\nSee the runbook for the steps.\n"
+    assert cleared("docs/a.md", prose, gate_table.DETECTORS)
+    assert not cleared("docs/a.md", prose, "0.0-another-version")
+    assert not cleared("conf.yaml", prose, gate_table.DETECTORS)  # YAML is transformed
+    key = "ghp_" + "a1B2c3D4e5" * 3 + "a1B2c3"
+    assert not cleared("docs/a.md", prose + f"token {key}\n", gate_table.DETECTORS)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    import subprocess
+
+    from raytsystem.model import gate_table
+    from raytsystem.model.secrets import gate_table_source
+
+    target = Path(gate_table.__file__)
+    target.write_text(gate_table_source(), encoding="utf-8")
+    subprocess.run(["ruff", "format", "-q", str(target)], check=True)
+    print(f"wrote {target}")

@@ -13,15 +13,24 @@ back by being ingested again).
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
+from pathlib import Path
 
 from ..canonical import digest
 from ..errors import WorkspaceError
 from ..model.personal import scan_personal
-from ..model.secrets import Accepted, BaselineError, SecretFinding, load_baseline, scan_text
+from ..model.secrets import (
+    Accepted,
+    BaselineError,
+    SecretFinding,
+    cleared,
+    load_baseline,
+    scan_text,
+)
 from ..model.text import Finding
 from ..workspace import Workspace
 
@@ -31,6 +40,9 @@ class Screen:
     accepted: Accepted = field(default_factory=Accepted)
     personal_data: str = "report"  # `[ingest] personal_data`
     purged: frozenset[str] = frozenset()  # raw blob addresses that have a tombstone
+    # The installed detect-secrets' version (`detectors_version`); None: every file is scanned
+    # in full, none cleared by the gate table alone (`model.secrets.cleared`).
+    detectors: str | None = None
 
     def fingerprint(self) -> str:
         """What the screen's verdicts depend on besides the file's bytes: a file it refused
@@ -41,7 +53,7 @@ class Screen:
                 "accepted": sorted(map(list, self.accepted.entries)),
                 "personal_data": self.personal_data,
                 "purged": sorted(self.purged),
-                "detectors": metadata.version("detect-secrets"),
+                "detectors": self.detectors or _distribution_version(),
                 "rules": SCREEN_RULES,
             }
         )
@@ -57,7 +69,11 @@ class Screen:
                     f"these bytes were purged (raw blob {blob}); they are not stored again",
                 )
             ]
-        refused = [secret_finding(f) for f in scan_text(path, text, self.accepted)]
+        refused = (
+            []
+            if cleared(path, text, self.detectors)
+            else [secret_finding(f) for f in scan_text(path, text, self.accepted)]
+        )
         if self.personal_data == "quarantine":
             refused.extend(
                 Finding(
@@ -100,7 +116,31 @@ def accepted_secrets(ws: Workspace) -> Accepted:
 
 
 def screen_for(ws: Workspace, purged: frozenset[str] = frozenset()) -> Screen:
-    return Screen(accepted_secrets(ws), ws.config.ingest.personal_data, purged)
+    return Screen(accepted_secrets(ws), ws.config.ingest.personal_data, purged, detectors_version())
+
+
+def detectors_version() -> str | None:
+    """The installed detect-secrets' version, from the name of its distribution's folder
+    beside the package, without importing either: `importlib.metadata` alone costs more to
+    import than most files cost to screen. None unless exactly one such folder is there."""
+    spec = importlib.util.find_spec("detect_secrets")
+    if spec is None or spec.origin is None:
+        return None
+    prefix, suffix = "detect_secrets-", ".dist-info"
+    try:
+        names = os.listdir(Path(spec.origin).parent.parent)
+    except OSError:
+        return None
+    found = [
+        n[len(prefix) : -len(suffix)] for n in names if n.startswith(prefix) and n.endswith(suffix)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _distribution_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("detect-secrets")
 
 
 def findings_text(findings: Sequence[Finding]) -> str:
