@@ -4,17 +4,18 @@ sources where the question allows.
 `ranking` orders the claims that may answer; this module composes the answer from that order:
 
 1. **The relevance cliff.** A claim whose relevance is below `CLIFF` times the best claim's
-   is not cited: a question with one good answer does not get a tail of loosely related lines.
+   (of a record in force: a retired record's claims come last whatever their relevance) is
+   not cited: a question with one good answer does not get a tail of loosely related lines.
 2. **Near-duplicates merged.** A claim with the same analyzed terms as one already cited
    (the same sentence in another file, up to case, stop words and word forms) is not a
    citation of its own: it travels with the kept citation as a further evidence entry, at
    most `MAX_MERGED` of them, each from a source of its own, each verified like any citation.
 3. **A cap per source, as a demotion.** A source's first `per_source` claims keep their
-   relevance; each further one ranks `DEMOTION` lower for every claim of its source already
-   cited past that cap. So another source's best claim comes before a source's third claim
-   unless that third claim is clearly more relevant, and a source's later claims are still
-   cited when no other source comes close (a question one source answers in several
-   sentences still gets them), never dropped while `limit` leaves room.
+   relevance; its k-th claim past them ranks k x `DEMOTION` lower. So another source's best
+   claim comes before a source's third unless that third is clearly more relevant, and a
+   source's later claims are still cited when no other source comes close (a question one
+   source answers in several sentences still gets them): demoted, never dropped while
+   `limit` leaves room.
 
 Everything follows the order `ranking` gives (tier, relevance, claim ID), so the same question
 on the same index gives the same claims.
@@ -29,14 +30,14 @@ from collections.abc import Iterable
 from typing import Final
 
 from .claim_scoring import rowid_list
-from .ranking import Candidate, candidates, ordered
+from .ranking import RETIRED_TIER, Candidate, candidates, ordered
 
-# A source's claims past this many are cited only when other sources leave room (measured:
-# bench/retrieval.md, "Composed answers").
+# A source's claims past this many are demoted by `DEMOTION` each (the three constants
+# measured together: bench/retrieval.md, "Composed answers").
 DEFAULT_PER_SOURCE: Final = 2
 MAX_PER_SOURCE: Final = 50
-# What a source's claim past its first `per_source` loses of relevance, per such claim of it
-# already cited (relevance runs up to 2: source and claim, each a share of the best).
+# What a source's k-th claim past its first `per_source` loses of relevance, times k
+# (relevance runs up to 2: the source's and the claim's BM25, each a share of the best).
 DEMOTION: Final = 0.15
 # A claim below this share of the best claim's relevance is not cited.
 CLIFF: Final = 0.4
@@ -48,10 +49,13 @@ MERGE_LOOKAHEAD: Final = 4
 
 
 def above_cliff(found: list[Candidate], cliff: float = CLIFF) -> list[Candidate]:
-    """The candidates whose relevance is at least `cliff` times the best one's."""
+    """The candidates whose relevance is at least `cliff` times the best one's. A retired
+    decision record's claims rank after all others whatever their relevance, so they set
+    the bar only when nothing else may answer."""
     if not found:
         return found
-    floor = cliff * max(c.score for c in found)
+    in_force = [c.score for c in found if c.rank_tier() != RETIRED_TIER]
+    floor = cliff * max(in_force or [c.score for c in found])
     return [c for c in found if c.score >= floor]
 
 

@@ -5,11 +5,13 @@
    letters and digits only, quoted into the MATCH expression.
 2. The generation's index is searched for the claims that may answer and their order
    (`ranking`: sources that hold enough of the question, claims that say something about it,
-   ranked deterministically). None: the answer is a gap.
+   ranked deterministically), and the answer's claims are picked from that order (`compose`:
+   a relevance cliff, a cap per source that demotes, near-duplicates merged). None: a gap.
 3. The chosen claims are checked down to the raw bytes (`chain.Checker`). Any mismatch fails
    the whole query closed: no answer, a stable code, exit status 3.
 4. The answer is the statements joined with citation markers; every citation carries the span of
-   its statement in the answer, in code points and in UTF-16 units.
+   its statement in the answer, in code points and in UTF-16 units, and the evidence of its
+   merged near-duplicates (role `duplicate`); `sources` counts the sources drawn on.
 """
 
 from __future__ import annotations

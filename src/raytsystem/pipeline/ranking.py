@@ -7,7 +7,8 @@
    path) hold two of the question's terms (the one term of a one-term question). Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
-   relevance, then claim ID; one claim of each set with the same analyzed terms.
+   relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
+   the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
    stated) ranks with the manual claims; a
@@ -66,9 +67,9 @@ class Candidate:
     authority: str
     source_id: str
     score: float
-    dedupe_key: str | None  # the claim's analyzed terms; read by `rank` when None
+    dedupe_key: str | None  # the claim's analyzed terms; read by `ordered` when None
     rowid: int
-    # Read for the chosen claims only (`choose`): what is checked against the ledger, and
+    # Read for the chosen claims only (`choose`, `compose`): what is checked against the ledger, and
     # the claim's role in its decision record and the record's status ("" outside records;
     # the cited sources' rows are checked against the ledger's digests, these fields too).
     object_hash: str = ""
@@ -343,7 +344,8 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
 
 
 def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list[Candidate]:
-    """The `limit` best claims for the question, with what the index says each one states."""
+    """The `limit` best claims for the question in the plain order (a bundle's: no cliff, no
+    cap per source, near-duplicates dropped), with what the index says each one states."""
     chosen = rank(conn, candidates(conn, query_terms), limit)
     if chosen:
         recorded = {
