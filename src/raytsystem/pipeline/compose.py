@@ -54,7 +54,7 @@ def above_cliff(found: list[Candidate], cliff: float = CLIFF) -> list[Candidate]
     the bar only when nothing else may answer."""
     if not found:
         return found
-    in_force = [c.score for c in found if c.rank_tier() != RETIRED_TIER]
+    in_force = [c.score for c in found if c.tier != RETIRED_TIER]  # only records set a tier
     floor = cliff * max(in_force or [c.score for c in found])
     return [c for c in found if c.score >= floor]
 
