@@ -255,3 +255,21 @@ def test_select_without_a_binding_cap_is_the_plain_order(
             seen.add(c.dedupe_key)
             expected.append(c.claim_id)
     assert ids(compose.select(walk, limit, 50)) == expected[:limit]
+
+
+def test_every_front_end_has_the_documented_default() -> None:
+    """The CLI, `Session.query` and the MCP tool spell the default out (a command imports no
+    pipeline module to show its help, ADR 0023): they must all be the composition's."""
+    import inspect
+
+    from raytsystem.api import Session
+    from raytsystem.cli import query as query_command
+    from raytsystem.pipeline.query import query
+
+    option = next(p for p in query_command.params if p.name == "per_source")
+    assert option.default == compose.DEFAULT_PER_SOURCE
+    for function in (Session.query, query):
+        default = inspect.signature(function).parameters["per_source"].default
+        assert default == compose.DEFAULT_PER_SOURCE
+    source = (Path(compose.__file__).parents[1] / "mcp_server.py").read_text(encoding="utf-8")
+    assert f"per_source: int = {compose.DEFAULT_PER_SOURCE}," in source
