@@ -117,6 +117,12 @@ async def _mcp_session(ws: Path) -> dict[str, Any]:
         out["show"] = shown.structured_content
         bad = await session.call_tool("query", {"text": "  "})
         out["error"] = (bad.is_error, bad.content[0].text)
+        capped = await session.call_tool(
+            "query", {"text": "retry attempts", "limit": 3, "per_source": 1}
+        )
+        out["capped"] = capped.structured_content
+        bad_cap = await session.call_tool("query", {"text": "retry attempts", "per_source": 0})
+        out["bad_cap"] = (bad_cap.is_error, bad_cap.content[0].text)
     return out
 
 
@@ -140,6 +146,15 @@ def test_mcp_server_over_stdio_with_a_real_client(kb: Path) -> None:
     is_error, text = got["error"]
     # The SDK prefixes the tool error text; the JSON envelope follows.
     assert is_error and json.loads(text[text.index("{") :])["error"]["code"] == "query_empty"
+    # the cap per source is the CLI's option
+    capped = run_cli(
+        "query", "retry attempts", "--limit", "3", "--per-source", "1", "--json", cwd=kb
+    ).json()
+    assert {k: v for k, v in got["capped"].items() if k != "timing"} == {
+        k: v for k, v in capped.items() if k != "timing"
+    }
+    is_error, text = got["bad_cap"]
+    assert is_error and json.loads(text[text.index("{") :])["error"]["code"] == "invalid_per_source"
 
 
 async def _out_of_memory_session(ws: Path) -> list[tuple[bool, str]]:

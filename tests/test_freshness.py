@@ -66,6 +66,7 @@ def test_query_search_bundle_are_fresh_then_stale_then_fresh(kb: Path) -> None:
         "unmatched_terms",
         "generation",
         "answer",
+        "sources",
         "citations",
         "freshness",
         "timing",

@@ -120,8 +120,7 @@ class Session:
     def init(
         cls, folder: Path, *, database_url: str | None = None, cwd: Path | None = None
     ) -> tuple[Session, list[str]]:
-        """Make `folder` a workspace (safe to run again) with its ledger; returns the session
-        and what was created."""
+        """Make `folder` a workspace (safe to run again) with its ledger; -> (session, created)."""
         folder.mkdir(parents=True, exist_ok=True)
         ws, created = init_workspace(folder)
         session = cls(ws, database_url, cwd=cwd)
@@ -237,8 +236,7 @@ class Session:
         )
 
     def install_hooks(self) -> list[dict[str, str]]:
-        """Git hooks (post-commit, post-merge, post-checkout) that run an ingest, added to
-        any hooks there are."""
+        """Git hooks (post-commit, post-merge, post-checkout) running an ingest, beside others."""
         import sys
 
         from .githooks import install
@@ -316,11 +314,12 @@ class Session:
         text: str,
         *,
         limit: int = 5,
+        per_source: int = 2,
         generation: str | None = None,
         expect_generation: str | None = None,
     ) -> FreshAnswer:
-        """An answer from verified, confirmed claims, or a gap; fails closed on a mismatch.
-        Its `freshness` says whether the workspace still matches its generation."""
+        """An answer (`limit` citations at most; a source's past `per_source` demoted) or a gap;
+        fails closed on a mismatch. Its `freshness`: does the workspace still match?"""
         probe = self._probe()  # first: the walk runs while the query's modules load
         from .pipeline.freshness import FreshAnswer
         from .pipeline.query import query
@@ -332,6 +331,7 @@ class Session:
                 self.ws.index_dir,
                 text,
                 limit=limit,
+                per_source=per_source,
                 generation=generation,
                 expect_generation=expect_generation,
             )

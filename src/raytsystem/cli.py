@@ -188,6 +188,13 @@ def diff(app: App, from_generation: str, to_generation: str, as_json: bool) -> N
     "--limit", "-n", type=int, default=5, show_default=True, help="Most claims to cite (1-50)."
 )
 @click.option(
+    "--per-source",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Claims of one source cited before other sources' (1-50); more only if room is left.",
+)
+@click.option(
     "--generation",
     "-g",
     help="Answer from this generation (number or hash) while its index exists.",
@@ -201,13 +208,18 @@ def query(
     app: App,
     text: str,
     limit: int,
+    per_source: int,
     generation: str | None,
     expect_generation: str | None,
     as_json: bool,
 ) -> None:
     """Answer TEXT from verified, confirmed claims with exact citations, or report a gap."""
     answer = app.session.query(
-        text, limit=limit, generation=generation, expect_generation=expect_generation
+        text,
+        limit=limit,
+        per_source=per_source,
+        generation=generation,
+        expect_generation=expect_generation,
     )
     emit(answer.to_json(), as_json, lambda: render.query(answer))
 

@@ -175,15 +175,20 @@ def query(answer: FreshAnswer) -> None:
         record = f", {c.role}" if c.role else ""
         if c.role and c.record_status:
             record += f", {c.record_status}"
-        for e in c.claim.evidence:
+        same = [(e, "duplicate") for m in c.merged for e in m.evidence if e.role == "statement"]
+        for e, role in [(e, e.role) for e in c.claim.evidence] + same:
             where = f"{e.source_path}:{e.line_start}"
             if e.line_end != e.line_start:
                 where += f"-{e.line_end}"
             click.echo(
-                f"[{c.number}] {where}  ({c.claim.authority}, {e.role}{record})  "
+                f"[{c.number}] {where}  ({c.claim.authority}, {role}{record})  "
                 f"sha256 {e.sha256[:16]}"
             )
-    click.echo(f"verified against generation {g.number} {g.hash[:16]}")
+    n, sources = len(answer.citations), answer.source_count()
+    click.echo(
+        f"{n} citation{'s' * (n != 1)} from {sources} source{'s' * (sources != 1)}, "
+        f"verified against generation {g.number} {g.hash[:16]}"
+    )
     if missing:
         click.echo(f"in no source: {missing}")
     if fresh is not None:

@@ -60,13 +60,19 @@ def build_server(session: Session) -> MCPServer:
     def query(
         text: str,
         limit: int = 5,
+        per_source: int = 2,
         generation: str | None = None,
         expect_generation: str | None = None,
     ) -> dict[str, Any]:
-        """Answer a question from verified, confirmed claims with exact citations, or report a gap."""
+        """Answer a question from verified, confirmed claims with exact citations, or report a gap.
+        At most `limit` citations; at most `per_source` of one source before other sources'."""
         return guarded(
             lambda: session.query(
-                text, limit=limit, generation=generation, expect_generation=expect_generation
+                text,
+                limit=limit,
+                per_source=per_source,
+                generation=generation,
+                expect_generation=expect_generation,
             ).to_json()
         )
 

@@ -5,11 +5,13 @@
    letters and digits only, quoted into the MATCH expression.
 2. The generation's index is searched for the claims that may answer and their order
    (`ranking`: sources that hold enough of the question, claims that say something about it,
-   ranked deterministically). None: the answer is a gap.
+   ranked deterministically), and the answer's claims are picked from that order (`compose`:
+   a relevance cliff, a cap per source that demotes, near-duplicates merged). None: a gap.
 3. The chosen claims are checked down to the raw bytes (`chain.Checker`). Any mismatch fails
    the whole query closed: no answer, a stable code, exit status 3.
 4. The answer is the statements joined with citation markers; every citation carries the span of
-   its statement in the answer, in code points and in UTF-16 units.
+   its statement in the answer, in code points and in UTF-16 units, and the evidence of its
+   merged near-duplicates (role `duplicate`); `sources` counts the sources drawn on.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from ..storage.generations import GenerationRef, head, target_generation
 from ..storage.reader import Reader
 from .chain import Checker, ClaimView
 from .claim_scoring import vocabulary
-from .ranking import Candidate, choose
+from .compose import DEFAULT_PER_SOURCE, MAX_PER_SOURCE, compose_answer
+from .ranking import Candidate
 
 SCHEMA_VERSION: Final = "1"
 MAX_QUERY_CHARS: Final = 2000
@@ -74,6 +77,13 @@ class Citation:
     claim: ClaimView
     role: str = ""  # its role in a decision record ("" outside records: no key in the JSON)
     record_status: str = ""  # that record's status ("" when it states none: no key)
+    # Near-duplicates of the claim in other sources, merged into this citation (checked
+    # like it): each gives evidence entries of role `duplicate` naming its own claim.
+    merged: tuple[ClaimView, ...] = ()
+
+    def sources(self) -> set[str]:
+        """The sources this citation draws on: its claim's and its merged duplicates'."""
+        return {self.claim.source_id, *(m.source_id for m in self.merged)}
 
     def to_json(self) -> dict[str, Any]:
         view = self.claim
@@ -90,7 +100,14 @@ class Citation:
             "answer_span": {"start": self.start, "end": self.end},
             "answer_span_utf16": {"start": self.start_utf16, "end": self.end_utf16},
             "claim": claim,
-            "evidence": [e.to_json() for e in view.evidence],
+            "evidence": [e.to_json() for e in view.evidence]
+            + [
+                {"role": "duplicate", "claim_id": m.id, "claim_hash": m.hash}
+                | {k: v for k, v in e.to_json().items() if k != "role"}
+                for m in self.merged
+                for e in m.evidence
+                if e.role == "statement"
+            ],
         }
 
 
@@ -117,6 +134,10 @@ class Answer:
     # The question's words that no source of the generation holds (`unmatched_words`)
     unmatched_terms: list[str] = field(default_factory=list)
 
+    def source_count(self) -> int:
+        """How many distinct sources the answer draws on (merged duplicates' too)."""
+        return len(set().union(*(c.sources() for c in self.citations)))
+
     def to_json(self) -> dict[str, Any]:
         """The query's JSON (schema_version "1"), the contract the README documents."""
         return {
@@ -127,16 +148,20 @@ class Answer:
             "unmatched_terms": self.unmatched_terms,
             "generation": self.generation.to_json(),
             "answer": self.answer,
+            "sources": self.source_count(),
             "citations": [c.to_json() for c in self.citations],
             "timing": {"ms": self.ms},
         }
 
 
 def compose(
-    views: list[ClaimView], chosen: list[Candidate] | None = None
+    views: list[ClaimView],
+    chosen: list[Candidate] | None = None,
+    merged: list[tuple[ClaimView, ...]] | None = None,
 ) -> tuple[str, list[Citation]]:
     """The answer text, the statements joined with citation markers, and its citations (with
-    the roles the index gives the `chosen` claims, one per view, when given)."""
+    the roles the index gives the `chosen` claims, one per view, when given, and each one's
+    `merged` near-duplicates)."""
     parts: list[str] = []
     spans = []
     length = 0
@@ -153,9 +178,12 @@ def compose(
         length += len(marker)
     answer = "".join(parts)
     marks = [(c.role, c.record_status) for c in chosen] if chosen else [("", "")] * len(spans)
+    also = merged or [()] * len(spans)
     citations = [
-        Citation(n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view, *mark)
-        for (n, start, end, view), mark in zip(spans, marks, strict=True)
+        Citation(
+            n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view, *mark, more
+        )
+        for (n, start, end, view), mark, more in zip(spans, marks, also, strict=True)
     ]
     return answer, citations
 
@@ -163,8 +191,8 @@ def compose(
 def verify_chosen(
     checker: Checker, chosen: list[Candidate], number: int, index: sqlite3.Connection
 ) -> dict[str, ClaimView]:
-    """The chains of the chosen claims, checked down to the raw bytes; any mismatch fails
-    closed.
+    """The chains of the chosen claims and of their merged near-duplicates, checked down to
+    the raw bytes; any mismatch fails closed.
 
     Also checks that each chosen claim's index row says what the ledger says (hash,
     statement, source), that the claim is confirmed (only confirmed claims may answer or
@@ -172,11 +200,12 @@ def verify_chosen(
     the digest the ledger records for that source: an index row injected, edited or removed
     in a cited source (whatever index file it came from) fails the query closed.
     """
-    views, problems = checker.claims([c.claim_id for c in chosen], number)
+    every = [m for c in chosen for m in (c, *c.merged)]
+    views, problems = checker.claims([c.claim_id for c in every], number)
     if problems:
         p = problems[0]
         raise IntegrityError(f"fail closed: {p.message}", code=p.code, subject=p.subject)
-    for c in chosen:
+    for c in every:
         view = views[c.claim_id]
         if c.object_hash != view.hash or c.text != view.statement or c.source_id != view.source_id:
             raise IntegrityError(
@@ -208,16 +237,23 @@ def query(
     text: str,
     *,
     limit: int = DEFAULT_LIMIT,
+    per_source: int = DEFAULT_PER_SOURCE,
     generation: str | None = None,
     expect_generation: str | None = None,
 ) -> Answer:
     """Answer `text` from the verified, confirmed claims of a generation (the current one
-    unless `generation` names another), or a gap; fails closed on any mismatch."""
+    unless `generation` names another), or a gap; fails closed on any mismatch. At most
+    `limit` citations; a source's claims past `per_source` only where other sources leave
+    room (`compose`)."""
     from .. import faults
 
     started = time.perf_counter()
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}", code="invalid_limit")
+    if not 1 <= per_source <= MAX_PER_SOURCE:
+        raise UsageError(
+            f"--per-source must be between 1 and {MAX_PER_SOURCE}", code="invalid_per_source"
+        )
     query_terms = parse_query(text)
     target, current = target_generation(reader, generation, expect_generation)
     path = index_file.index_path(index_dir, target.number, target.hash)
@@ -225,11 +261,15 @@ def query(
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
         found_in = vocabulary(conn, "sources_fts", query_terms)
         unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
-        chosen = choose(conn, query_terms, limit)
+        chosen = compose_answer(conn, query_terms, limit, per_source)
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
-            answer, citations = compose([views[c.claim_id] for c in chosen], chosen)
+            answer, citations = compose(
+                [views[c.claim_id] for c in chosen],
+                chosen,
+                [tuple(views[m.claim_id] for m in c.merged) for c in chosen],
+            )
     if generation is None:
         reader.refresh()
         after = head(reader)

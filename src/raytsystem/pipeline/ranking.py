@@ -7,7 +7,8 @@
    path) hold two of the question's terms (the one term of a one-term question). Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
-   relevance, then claim ID; one claim of each set with the same analyzed terms.
+   relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
+   the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
    stated) ranks with the manual claims; a
@@ -26,8 +27,8 @@ import bisect
 import heapq
 import math
 import sqlite3
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Final
 
 from ..model.records import IN_FORCE, RECORD, RETIRED
@@ -66,9 +67,9 @@ class Candidate:
     authority: str
     source_id: str
     score: float
-    dedupe_key: str | None  # the claim's analyzed terms; read by `rank` when None
+    dedupe_key: str | None  # the claim's analyzed terms; read by `ordered` when None
     rowid: int
-    # Read for the chosen claims only (`choose`): what is checked against the ledger, and
+    # Read for the chosen claims only (`choose`, `compose`): what is checked against the ledger, and
     # the claim's role in its decision record and the record's status ("" outside records;
     # the cited sources' rows are checked against the ledger's digests, these fields too).
     object_hash: str = ""
@@ -78,6 +79,8 @@ class Candidate:
     # Where it ranks before relevance: its authority's rank unless a decision record says
     # otherwise (`records_tiers`).
     tier: int | None = None
+    # Near-duplicates of this claim in other sources, cited with it (`compose.select`).
+    merged: list[Candidate] = field(default_factory=list)
 
     def rank_tier(self) -> int:
         return AUTHORITY_RANK.get(self.authority, 9) if self.tier is None else self.tier
@@ -271,70 +274,78 @@ def records_tiers(
     return added
 
 
-def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[Candidate]:
-    """Manual claims first, then by relevance, then by ID; one of each set of near-duplicates.
+def ordered(
+    conn: sqlite3.Connection, found: list[Candidate], first_batch: int = 16
+) -> Iterator[Candidate]:
+    """The candidates in order: manual claims first, then by relevance, then by ID; each with
+    its claim ID and analyzed terms (`dedupe_key`) read. A claim the index has no row for (a
+    damaged index) is skipped.
 
-    Claims come off a heap in order of (authority, relevance), a batch at a time (batches that
+    Claims come off a heap in order of (tier, relevance), a batch at a time (batches that
     double, each ending with a whole run of ties), and their IDs are read per batch; each run
     of ties is ordered by ID. A common word's tens of thousands of candidates are never sorted
-    whole, and only the few the walk gets to are read."""
+    whole, and only the few a caller walks to are read."""
     heap = [(c.rank_tier(), -round(c.score, 9), i) for i, c in enumerate(found)]
     heapq.heapify(heap)
-    ordered: list[tuple[tuple[int, float], Candidate]] = []  # taken off the heap, IDs read
-    batch = 4 * limit
-
-    def take(n: int) -> None:
+    batch = first_batch
+    while heap:
         got: list[tuple[tuple[int, float], Candidate]] = []
-        while heap and (len(got) < n or heap[0][:2] == got[-1][0]):
-            authority, relevance, i = heapq.heappop(heap)
-            got.append(((authority, relevance), found[i]))
-        ids = dict(
-            conn.execute(
-                f"SELECT rowid, object_id FROM docs WHERE rowid IN ({rowid_list(c.rowid for _, c in got)})"
-            )
-        )
-        unread = [c.rowid for _, c in got if c.dedupe_key is None]
-        keys = dict(
-            conn.execute(
-                f"SELECT id, c0 FROM claims_fts_content WHERE id IN ({rowid_list(unread)})"
-            )
-            if unread
-            else ()
-        )
-        for _, c in got:
-            c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
-            if c.dedupe_key is None:
-                c.dedupe_key = keys.get(c.rowid)
-                if c.dedupe_key is None:  # no full-text row either (a damaged index)
-                    c.claim_id = ""
-        ordered.extend(got)
+        while heap and (len(got) < batch or heap[0][:2] == got[-1][0]):
+            tier, relevance, i = heapq.heappop(heap)
+            got.append(((tier, relevance), found[i]))
+        batch *= 2
+        _read_ids(conn, [c for _, c in got])
+        start = 0
+        while start < len(got):
+            end = start + 1
+            while end < len(got) and got[end][0] == got[start][0]:
+                end += 1
+            run = sorted((c for _, c in got[start:end] if c.claim_id), key=lambda c: c.claim_id)
+            yield from run
+            start = end
 
+
+def _read_ids(conn: sqlite3.Connection, got: list[Candidate]) -> None:
+    """Read the claim IDs, and the analyzed terms not known yet, of a batch of candidates;
+    a candidate without its rows (a damaged index) is left without an ID."""
+    ids = dict(
+        conn.execute(
+            f"SELECT rowid, object_id FROM docs WHERE rowid IN ({rowid_list(c.rowid for c in got)})"
+        )
+    )
+    unread = [c.rowid for c in got if c.dedupe_key is None]
+    keys = dict(
+        conn.execute(f"SELECT id, c0 FROM claims_fts_content WHERE id IN ({rowid_list(unread)})")
+        if unread
+        else ()
+    )
+    for c in got:
+        c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
+        if c.dedupe_key is None:
+            c.dedupe_key = keys.get(c.rowid)
+            if c.dedupe_key is None:  # no full-text row either (a damaged index)
+                c.claim_id = ""
+
+
+def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[Candidate]:
+    """The `limit` first claims of `ordered`, one of each set of near-duplicates (the same
+    analyzed terms): the plain order, with no cap per source (a bundle's items)."""
     chosen: list[Candidate] = []
     seen: set[str] = set()
-    start = 0
-    while True:
-        if start == len(ordered):
-            if not heap:
-                return chosen
-            take(batch)
-            batch *= 2
-        end = start + 1
-        while end < len(ordered) and ordered[end][0] == ordered[start][0]:
-            end += 1
-        run = sorted((c for _, c in ordered[start:end] if c.claim_id), key=lambda c: c.claim_id)
-        for c in run:
-            key = c.dedupe_key
-            if key is None or key in seen:  # None: never, `take` read it or dropped the claim
-                continue
-            seen.add(key)
-            chosen.append(c)
-            if len(chosen) == limit:
-                return chosen
-        start = end
+    for c in ordered(conn, found, 4 * limit):
+        key = c.dedupe_key
+        if key is None or key in seen:  # None: never, `_read_ids` read it or dropped the claim
+            continue
+        seen.add(key)
+        chosen.append(c)
+        if len(chosen) == limit:
+            break
+    return chosen
 
 
 def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list[Candidate]:
-    """The `limit` best claims for the question, with what the index says each one states."""
+    """The `limit` best claims for the question in the plain order (a bundle's: no cliff, no
+    cap per source, near-duplicates dropped), with what the index says each one states."""
     chosen = rank(conn, candidates(conn, query_terms), limit)
     if chosen:
         recorded = {
