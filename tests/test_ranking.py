@@ -15,6 +15,7 @@ from conftest import run_cli, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raytsystem.errors import IntegrityError
 from raytsystem.pipeline import claim_scoring, ranking
 from raytsystem.pipeline.query import parse_query
 from raytsystem.storage import index_file
@@ -347,16 +348,24 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
     assert got == expected[:limit]
 
 
-def test_rank_drops_a_claim_whose_terms_are_missing_from_a_damaged_index() -> None:
+@pytest.mark.parametrize("missing", ["docs", "claims_fts_content"])
+def test_rank_fails_closed_on_a_claim_with_only_some_of_its_rows(missing: str) -> None:
+    """A damaged index that lost one of a candidate's rows: skipping the claim would answer
+    as if it were not known (a gap, exit 0), so the query fails closed instead."""
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE docs (rowid INTEGER PRIMARY KEY, object_id TEXT)")
     conn.executemany("INSERT INTO docs VALUES (?, ?)", [(1, "clm_a"), (2, "clm_b"), (3, "clm_c")])
     conn.execute("CREATE TABLE claims_fts_content (id INTEGER PRIMARY KEY, c0 TEXT)")
-    conn.executemany("INSERT INTO claims_fts_content VALUES (?, ?)", [(1, "x"), (3, "x y")])
+    conn.executemany(
+        "INSERT INTO claims_fts_content VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x y")]
+    )
     found = [ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i) for i in (1, 2, 3)]
-    chosen = ranking.rank(conn, found, 5)
-    # the second has no full-text row: not a candidate, and not a duplicate of anything
-    assert [(c.claim_id, c.dedupe_key) for c in chosen] == [("clm_a", "x"), ("clm_c", "x y")]
+    assert [c.claim_id for c in ranking.rank(conn, found, 5)] == ["clm_a", "clm_b", "clm_c"]
+    conn.execute(f"DELETE FROM {missing} WHERE {'rowid' if missing == 'docs' else 'id'} = 2")
+    found = [ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i) for i in (1, 2, 3)]
+    with pytest.raises(IntegrityError) as caught:
+        ranking.rank(conn, found, 5)
+    assert caught.value.code == "index_row_mismatch"
 
 
 def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:

@@ -492,7 +492,6 @@ KINDS = [
         Q_REFUNDS,
         fails(*FAIL_INDEX),
         findings("index_mismatch"),
-        query_today="issue 34: the citation is dropped silently: a gap with exit 0",
     ),
     Kind(
         "older index relabelled as the current generation's",

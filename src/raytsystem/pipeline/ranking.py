@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..errors import IntegrityError
 from ..model.records import IN_FORCE, RECORD, RETIRED
 from .claim_scoring import (
     WEIGHTS,
@@ -278,8 +279,8 @@ def ordered(
     conn: sqlite3.Connection, found: list[Candidate], first_batch: int = 16
 ) -> Iterator[Candidate]:
     """The candidates in order: manual claims first, then by relevance, then by ID; each with
-    its claim ID and analyzed terms (`dedupe_key`) read. A claim the index has no row for (a
-    damaged index) is skipped.
+    its claim ID and analyzed terms (`dedupe_key`) read. A claim the index has only some of
+    the rows of (a damaged index) fails the query closed (`_read_ids`).
 
     Claims come off a heap in order of (tier, relevance), a batch at a time (batches that
     double, each ending with a whole run of ties), and their IDs are read per batch; each run
@@ -300,14 +301,14 @@ def ordered(
             end = start + 1
             while end < len(got) and got[end][0] == got[start][0]:
                 end += 1
-            run = sorted((c for _, c in got[start:end] if c.claim_id), key=lambda c: c.claim_id)
+            run = sorted((c for _, c in got[start:end]), key=lambda c: c.claim_id)
             yield from run
             start = end
 
 
 def _read_ids(conn: sqlite3.Connection, got: list[Candidate]) -> None:
     """Read the claim IDs, and the analyzed terms not known yet, of a batch of candidates;
-    a candidate without its rows (a damaged index) is left without an ID."""
+    a candidate without both of its rows (a damaged index) fails the query closed."""
     ids = dict(
         conn.execute(
             f"SELECT rowid, object_id FROM docs WHERE rowid IN ({rowid_list(c.rowid for c in got)})"
@@ -320,11 +321,17 @@ def _read_ids(conn: sqlite3.Connection, got: list[Candidate]) -> None:
         else ()
     )
     for c in got:
-        c.claim_id = ids.get(c.rowid, "")  # no docs row (a damaged index): no candidate
+        c.claim_id = ids.get(c.rowid, "")
         if c.dedupe_key is None:
             c.dedupe_key = keys.get(c.rowid)
-            if c.dedupe_key is None:  # no full-text row either (a damaged index)
-                c.claim_id = ""
+        if not c.claim_id or c.dedupe_key is None:
+            # The index writes and deletes a claim's rows together: one without the other is
+            # a damaged index, and skipping the claim would answer as if it were not known.
+            raise IntegrityError(
+                f"fail closed: the index holds only part of the rows of a claim (row {c.rowid})",
+                code="index_row_mismatch",
+                subject=f"index row {c.rowid}",
+            )
 
 
 def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[Candidate]:
