@@ -1,11 +1,17 @@
 """Which claims may answer a question, and in what order (ADR 0012).
 
+0. The gap rule (`meeting.words_meet`): a question of two or more terms is a gap unless two
+   of its words meet in the knowledge base's claims more often than chance would have it
+   (a G statistic of at least 3.84 over the claims' rows, p = 0.05), or the knowledge base is
+   too small for that to be measurable.
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
 2. Then the claims of those sources only: a claim must itself (statement, heading path, file
-   path) hold two of the question's terms (the one term of a one-term question). Its BM25 is
-   computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
+   path: the sentence with its context) hold `CLAIM_TERMS` of the question's searched terms,
+   one: the source already holds the question (1.), and a relevant source whose sentences
+   each hold one of its words answers through the best of them. Its BM25 is computed with
+   FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
    relevance, then claim ID; one claim of each set with the same analyzed terms.
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
@@ -34,13 +40,13 @@ from ..model.records import IN_FORCE, RECORD, RETIRED
 from .claim_scoring import (
     WEIGHTS,
     ClaimScorer,
-    claim_filter,
     claims_in,
     match_expression,
     rowid_list,
     score_claims,
     vocabulary,
 )
+from .meeting import words_meet
 
 SOURCE_CANDIDATES: Final = 200
 # A term in more than this share of the sources is not searched for when rarer ones are there
@@ -49,6 +55,9 @@ COMMON_SHARE: Final = 0.35
 # ... in a knowledge base of at least this many sources: it is a cost rule, and a small one
 # costs nothing to search whole (where 6 sources of 16 are not "most").
 COMMON_MIN_SOURCES: Final = 200
+# How many of the question's terms a claim must hold itself (statement, heading path, path).
+# Two dropped relevant sources whose sentences hold one each (ADR 0012, measured on SciFact).
+CLAIM_TERMS: Final = 1
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
@@ -161,7 +170,10 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
 
 
 def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candidate]:
-    """The claims that may answer, with their relevance (see the module's docstring)."""
+    """The claims that may answer, with their relevance (see the module's docstring); none
+    when the question's words do not meet in the knowledge base (a gap)."""
+    if not words_meet(conn, query_terms):
+        return []
     df = vocabulary(conn, "sources_fts", query_terms)
     total = _source_count(conn)
     idf = _source_idf(df, total)
@@ -202,10 +214,8 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     spans = [(low, high) for low, high, *_ in blocks]
 
     scorer = ClaimScorer(conn, searched)
-    filtered = claim_filter(searched, query_terms)
-    paired = filtered != expression
-    matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
-    scored = score_claims(conn, matched, query_terms, scorer)
+    matched = claims_in(conn, expression, spans, scorer.hits <= 100 * len(spans))
+    scored = score_claims(conn, matched, query_terms, scorer, min_terms=CLAIM_TERMS)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
