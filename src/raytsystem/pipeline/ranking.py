@@ -7,11 +7,13 @@
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
-2. Then the claims of those sources only: a claim must itself (statement, heading path, file
-   path: the sentence with its context) hold `CLAIM_TERMS` of the question's searched terms,
-   one: the source already holds the question (1.), and a relevant source whose sentences
-   each hold one of its words answers through the best of them. Its BM25 is computed with
-   FTS5's formula and statistics, for these claims alone (`claim_scoring`).
+2. Then the claims of those sources only, each holding a searched term: a claim must itself
+   (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
+   (two) of the question's terms, the one term of a one-term question; in a source none of
+   whose claims does, one will do: the source already holds the question (1.), so a relevant
+   source whose sentences each hold one of its words answers through the best of them, and
+   a source that says the question's words together answers only where it does. Its BM25 is
+   computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
    relevance, then claim ID; one claim of each set with the same analyzed terms.
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
@@ -55,9 +57,9 @@ COMMON_SHARE: Final = 0.35
 # ... in a knowledge base of at least this many sources: it is a cost rule, and a small one
 # costs nothing to search whole (where 6 sources of 16 are not "most").
 COMMON_MIN_SOURCES: Final = 200
-# How many of the question's terms a claim must hold itself (statement, heading path, path).
-# Two dropped relevant sources whose sentences hold one each (ADR 0012, measured on SciFact).
-CLAIM_TERMS: Final = 1
+# How many of the question's terms a claim must hold itself (statement, heading path, path),
+# unless no claim of its source does: then one will do (ADR 0012, measured on SciFact).
+CLAIM_TERMS: Final = 2
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
@@ -215,12 +217,12 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
 
     scorer = ClaimScorer(conn, searched)
     matched = claims_in(conn, expression, spans, scorer.hits <= 100 * len(spans))
-    scored = score_claims(conn, matched, query_terms, scorer, min_terms=CLAIM_TERMS)
+    lows = [low for low, _ in spans]
+    scored = own_terms_claims(conn, matched, query_terms, scorer, lows)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
     best_claim = max(scored.values()) or 1.0
-    lows = [low for low, _ in spans]
     out = []
     in_records: dict[int, list[Candidate]] = {}  # block -> its candidates, for records only
     for rowid, score in scored.items():
@@ -234,6 +236,24 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     if in_records:
         out += records_tiers(conn, in_records, blocks)
     return out
+
+
+def own_terms_claims(
+    conn: sqlite3.Connection,
+    matched: list[int],
+    query_terms: list[str],
+    scorer: ClaimScorer,
+    lows: list[int],
+) -> dict[int, float]:
+    """The BM25 of the matched claims that may answer (see the module's docstring, 2.): those
+    holding `CLAIM_TERMS` of the question's terms, and in a source none of whose claims does,
+    those holding one (the sources' blocks start at `lows`)."""
+    scored = score_claims(conn, matched, query_terms, scorer, min_terms=CLAIM_TERMS)
+    answering = {bisect.bisect_right(lows, r) for r in scored}
+    rest = [r for r in matched if bisect.bisect_right(lows, r) not in answering]
+    if rest and CLAIM_TERMS > 1:
+        scored.update(score_claims(conn, rest, query_terms, scorer, min_terms=1))
+    return scored
 
 
 def records_tiers(
