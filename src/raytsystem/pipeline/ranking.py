@@ -9,8 +9,10 @@
    question's IDF weight.
 2. Then the claims of those sources only, each holding a searched term: a claim must itself
    (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
-   (two) of the question's terms, the one term of a one-term question; in a source none of
-   whose claims does, one will do: the source already holds the question (1.), so a relevant
+   (two) of the question's terms, the one term of a one-term question; in a question of three
+   or more terms and a source none of whose claims holds two, one will do (of two terms, one
+   is half the question, and a line holding it is seldom the answer: measured on the
+   multilingual tldr questions): the source already holds the question (1.), so a relevant
    source whose sentences each hold one of its words answers through the best of them, and
    a source that says the question's words together answers only where it does. Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
@@ -246,12 +248,15 @@ def own_terms_claims(
     lows: list[int],
 ) -> dict[int, float]:
     """The BM25 of the matched claims that may answer (see the module's docstring, 2.): those
-    holding `CLAIM_TERMS` of the question's terms, and in a source none of whose claims does,
-    those holding one (the sources' blocks start at `lows`)."""
+    holding `CLAIM_TERMS` of the question's terms, and for a question of more terms, in a
+    source none of whose claims holds that many, those holding one (the sources' blocks start
+    at `lows`)."""
     scored = score_claims(conn, matched, query_terms, scorer, min_terms=CLAIM_TERMS)
+    if len(query_terms) <= CLAIM_TERMS:
+        return scored
     answering = {bisect.bisect_right(lows, r) for r in scored}
     rest = [r for r in matched if bisect.bisect_right(lows, r) not in answering]
-    if rest and CLAIM_TERMS > 1:
+    if rest:
         scored.update(score_claims(conn, rest, query_terms, scorer, min_terms=1))
     return scored
 
