@@ -161,16 +161,19 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
                 "WHERE claims_fts MATCH ?",
                 (*claim_scoring.WEIGHTS, claim_scoring.match_expression(list(searched))),
             ).fetchall()
-            scored = claim_scoring.score_claims(conn, [r[0] for r in rows], terms, scorer)
-            for rowid, bm25, *columns in rows:
-                held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
-                if len(held) >= min(len(terms), 2):
-                    assert -scored[rowid] == bm25, (question, searched, columns)
-                    compared += 1
-                    with_phrase += any(" " in t for t in held)
-                else:
-                    assert rowid not in scored, (question, searched, columns)
-                    left_out += 1
+            for need in (1, 2):  # `min_terms`: the ranking asks for two, then for one
+                scored = claim_scoring.score_claims(
+                    conn, [r[0] for r in rows], terms, scorer, min_terms=need
+                )
+                for rowid, bm25, *columns in rows:
+                    held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
+                    if len(held) >= min(len(terms), need):
+                        assert -scored[rowid] == bm25, (question, searched, columns)
+                        compared += 1
+                        with_phrase += any(" " in t for t in held)
+                    else:
+                        assert rowid not in scored, (question, searched, columns)
+                        left_out += 1
     assert compared > 100 and left_out > 10
     assert with_phrase > 5  # claims holding a phrase term (a katakana word) were compared
 
