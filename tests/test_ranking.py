@@ -245,7 +245,7 @@ def test_both_ways_of_finding_claims_agree(conn: sqlite3.Connection) -> None:
         terms = parse_query(question)
         for expression in {
             claim_scoring.match_expression(terms),
-            claim_scoring.match_expression(terms[:1]),
+            claim_scoring.claim_filter(terms, terms),
         }:
             scan = claim_scoring.claims_in(conn, expression, some, True)
             per_block = claim_scoring.claims_in(conn, expression, some, False)

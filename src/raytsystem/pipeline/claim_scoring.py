@@ -1,6 +1,6 @@
 """The claims' side of QUERY's ranking (ADR 0012; the order of the whole: `ranking`).
 
-Which of the passing sources' claims may answer (`claims_in`, `score_claims`) and their BM25,
+Which of the passing sources' claims may answer (`claim_filter`, `claims_in`) and their BM25,
 computed here with FTS5's formula and statistics for these claims alone (`ClaimScorer`,
 `score_claims`): FTS5's bm25() would score every matching claim of the index, which on common
 words is most of the time of a query. Also the FTS5 helpers the sources' side shares: MATCH
@@ -15,6 +15,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+# Past this many pairs of terms, claims are filtered after reading (see `claim_filter`).
+MAX_PAIRS: Final = 64
 # BM25 column weights: statement, heading path, source path.
 WEIGHTS: Final = (1.0, 0.4, 0.2)
 
@@ -23,6 +25,22 @@ def match_expression(query_terms: list[str]) -> str:
     # Terms are [^\W_]+ runs (see terms.py), so quoting cannot be escaped; doubling quotes anyway
     # keeps this safe even if that ever changes.
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in query_terms)
+
+
+def claim_filter(searched: list[str], query_terms: list[str]) -> str:
+    """The MATCH expression of the claims that may answer: one of the searched terms and, for a
+    question of several terms, a second term of the question.
+
+    Pairs are cheap for FTS5 (it steps through both terms' row lists together) and leave only
+    the claims worth reading; past `MAX_PAIRS`, any searched term will do and the second term
+    is checked after reading the claim.
+    """
+    if len(query_terms) == 1:
+        return match_expression(query_terms)
+    pairs = sorted({tuple(sorted((a, b))) for a in searched for b in query_terms if a != b})
+    if len(pairs) > MAX_PAIRS:
+        return match_expression(searched)
+    return " OR ".join(f"({match_expression([a])} AND {match_expression([b])})" for a, b in pairs)
 
 
 def rowid_list(rowids: Iterable[int]) -> str:

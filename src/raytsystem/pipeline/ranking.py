@@ -44,6 +44,7 @@ from ..model.records import IN_FORCE, RECORD, RETIRED
 from .claim_scoring import (
     WEIGHTS,
     ClaimScorer,
+    claim_filter,
     claims_in,
     match_expression,
     rowid_list,
@@ -218,13 +219,17 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     spans = [(low, high) for low, high, *_ in blocks]
 
     scorer = ClaimScorer(conn, searched)
-    matched = claims_in(conn, expression, spans, scorer.hits <= 100 * len(spans))
-    lows = [low for low, _ in spans]
-    scored = own_terms_claims(conn, matched, query_terms, scorer, lows)
+    filtered = claim_filter(searched, query_terms)
+    paired = filtered != expression
+    matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
+    scored = score_claims(conn, matched, query_terms, scorer)
+    if len(query_terms) > CLAIM_TERMS:
+        scored.update(one_term_claims(conn, expression, spans, scored, query_terms, scorer))
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
     best_claim = max(scored.values()) or 1.0
+    lows = [low for low, _ in spans]
     out = []
     in_records: dict[int, list[Candidate]] = {}  # block -> its candidates, for records only
     for rowid, score in scored.items():
@@ -240,25 +245,24 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     return out
 
 
-def own_terms_claims(
+def one_term_claims(
     conn: sqlite3.Connection,
-    matched: list[int],
+    expression: str,
+    spans: list[tuple[int, int]],
+    scored: dict[int, float],
     query_terms: list[str],
     scorer: ClaimScorer,
-    lows: list[int],
 ) -> dict[int, float]:
-    """The BM25 of the matched claims that may answer (see the module's docstring, 2.): those
-    holding `CLAIM_TERMS` of the question's terms, and for a question of more terms, in a
-    source none of whose claims holds that many, those holding one (the sources' blocks start
-    at `lows`)."""
-    scored = score_claims(conn, matched, query_terms, scorer, min_terms=CLAIM_TERMS)
-    if len(query_terms) <= CLAIM_TERMS:
-        return scored
-    answering = {bisect.bisect_right(lows, r) for r in scored}
-    rest = [r for r in matched if bisect.bisect_right(lows, r) not in answering]
-    if rest:
-        scored.update(score_claims(conn, rest, query_terms, scorer, min_terms=1))
-    return scored
+    """The BM25 of the claims holding one searched term, in the sources (`spans`, their
+    blocks) none of whose claims is among those `scored` for holding `CLAIM_TERMS` of the
+    question's terms (see the module's docstring, 2.): only those sources' blocks are read."""
+    lows = [low for low, _ in spans]
+    answering = {bisect.bisect_right(lows, r) - 1 for r in scored}
+    rest = [span for i, span in enumerate(spans) if i not in answering]
+    if not rest:
+        return {}
+    matched = claims_in(conn, expression, rest, scorer.hits <= 100 * len(rest))
+    return score_claims(conn, matched, query_terms, scorer, min_terms=1)
 
 
 def records_tiers(
