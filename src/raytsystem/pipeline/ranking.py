@@ -14,7 +14,8 @@
    is half the question, and a line holding it is seldom the answer: measured on the
    multilingual tldr questions): the source already holds the question (1.), so a relevant
    source whose sentences each hold one of its words answers through the best of them, and
-   a source that says the question's words together answers only where it does. Its BM25 is
+   a source that says the question's words together answers only where it does. Such a
+   claim of one term ranks with the extracted claims, a manual note's too. Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
    relevance, then claim ID; one claim of each set with the same analyzed terms.
@@ -223,8 +224,12 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     paired = filtered != expression
     matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
     scored = score_claims(conn, matched, query_terms, scorer)
-    if len(query_terms) > CLAIM_TERMS:
-        scored.update(one_term_claims(conn, expression, spans, scored, query_terms, scorer))
+    one_term = (
+        one_term_claims(conn, expression, spans, scored, query_terms, scorer)
+        if len(query_terms) > CLAIM_TERMS
+        else {}
+    )
+    scored.update(one_term)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
@@ -237,7 +242,10 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         _, _, source_id, authority, role, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
         # The claim's ID and terms are read by `rank`, for the few claims it gets to.
-        out.append(Candidate("", authority or "", source_id, relevance, None, rowid))
+        # A claim holding one term of the question ranks as an extracted one, whatever its
+        # authority: a note's passing mention does not go before another source's answer.
+        tier = AUTHORITY_RANK["extracted"] if rowid in one_term else None
+        out.append(Candidate("", authority or "", source_id, relevance, None, rowid, tier=tier))
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
