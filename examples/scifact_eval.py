@@ -78,8 +78,14 @@ def init_workspace(out: Path) -> None:
 
 
 def write_dataset(out: Path, name: str, cases: list[dict[str, object]]) -> Path:
-    """`out/<name>.json`: an eval dataset of `cases`, k 10, evidence_k 5."""
+    """`out/<name>.json`: an eval dataset of `cases`, k 10, evidence_k 5, listed in the
+    workspace's `.gitignore` so that ingest passes over it: a dataset in the corpus it
+    measures holds every question, and off-topic questions would be answered from it."""
     dataset = out / f"{name}.json"
+    ignore = out / ".gitignore"
+    listed = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
+    if f"/{dataset.name}" not in listed:
+        ignore.write_text("".join(f"{line}\n" for line in [*listed, f"/{dataset.name}"]))
     dataset.write_text(
         json.dumps(
             {"name": name, "k": 10, "evidence_k": 5, "cases": cases}, indent=1, ensure_ascii=False

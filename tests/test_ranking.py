@@ -162,16 +162,19 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
                 "WHERE claims_fts MATCH ?",
                 (*claim_scoring.WEIGHTS, claim_scoring.match_expression(list(searched))),
             ).fetchall()
-            scored = claim_scoring.score_claims(conn, [r[0] for r in rows], terms, scorer)
-            for rowid, bm25, *columns in rows:
-                held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
-                if len(held) >= min(len(terms), 2):
-                    assert -scored[rowid] == bm25, (question, searched, columns)
-                    compared += 1
-                    with_phrase += any(" " in t for t in held)
-                else:
-                    assert rowid not in scored, (question, searched, columns)
-                    left_out += 1
+            for need in (1, 2):  # `min_terms`: the ranking asks for two, then for one
+                scored = claim_scoring.score_claims(
+                    conn, [r[0] for r in rows], terms, scorer, min_terms=need
+                )
+                for rowid, bm25, *columns in rows:
+                    held = {t for t in terms if any(_holds(c.split(), t) for c in columns)}
+                    if len(held) >= min(len(terms), need):
+                        assert -scored[rowid] == bm25, (question, searched, columns)
+                        compared += 1
+                        with_phrase += any(" " in t for t in held)
+                    else:
+                        assert rowid not in scored, (question, searched, columns)
+                        left_out += 1
     assert compared > 100 and left_out > 10
     assert with_phrase > 5  # claims holding a phrase term (a katakana word) were compared
 
@@ -271,7 +274,10 @@ def test_a_rebuilt_index_chooses_the_same_claims(patched: Path, tmp_path: Path) 
     ws = tmp_path / "ws"
     shutil.copytree(patched, ws, symlinks=True)
     before, rowids_before = _answers(ws), _rowids(ws)
-    assert sum(1 for answers in before.values() if answers) >= len(QUESTIONS) - 2
+    # The documents are random words, which meet in a sentence only as often as chance puts
+    # them there: the gap rule (`meeting.py`) makes some of the questions of several words
+    # gaps, and a gap must be a gap in the rebuilt index too (compared below, as answers are).
+    assert sum(1 for answers in before.values() if answers) >= len(QUESTIONS) // 2
     result = run_cli("index", "rebuild", "--json", cwd=ws, env=SQLITE)
     assert result.code == 0, result.stderr
     assert result.json()["same_as_previous"] is True

@@ -205,16 +205,21 @@ def claims_in(
 
 
 def score_claims(
-    conn: sqlite3.Connection, rowids: list[int], query_terms: list[str], scorer: ClaimScorer
+    conn: sqlite3.Connection,
+    rowids: list[int],
+    query_terms: list[str],
+    scorer: ClaimScorer,
+    *,
+    min_terms: int = 2,
 ) -> dict[int, float]:
-    """The BM25 of each of these claims that itself holds the one term of a one-term question,
-    or at least two terms of a longer one (in its statement, heading path or file path); the
-    others are left out.
+    """The BM25 of each of these claims that itself holds at least `min_terms` of the
+    question's terms (all of a shorter question; in its statement, heading path or file
+    path); the others are left out.
 
     A claim's score follows from its length in tokens and its terms' counts in each column,
     so claims alike in those are scored once: a common word's 60,000 claims have a few
     hundred kinds. The question's terms are distinct (`parse_query`)."""
-    own_need = min(len(query_terms), 2)
+    own_need = min(len(query_terms), min_terms)
     # A source's claims share a few heading paths and one file path: each such text is split
     # once, into its length and how often each of the question's terms is in it.
     tallies: dict[str, tuple[int, tuple[int, ...]]] = {}

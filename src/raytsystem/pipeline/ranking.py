@@ -1,10 +1,21 @@
 """Which claims may answer a question, and in what order (ADR 0012).
 
+0. The gap rule (`meeting.words_meet`): a question of two or more terms is a gap unless two
+   of its words meet in the knowledge base's claims more often than chance would have it
+   (a G statistic of at least 3.84 over the claims' rows, p = 0.05), or the knowledge base is
+   too small for that to be measurable.
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
-2. Then the claims of those sources only: a claim must itself (statement, heading path, file
-   path) hold two of the question's terms (the one term of a one-term question). Its BM25 is
+2. Then the claims of those sources only, each holding a searched term: a claim must itself
+   (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
+   (two) of the question's terms, the one term of a one-term question; in a question of three
+   or more terms and a source none of whose claims holds two, one will do (of two terms, one
+   is half the question, and a line holding it is seldom the answer: measured on the
+   multilingual tldr questions): the source already holds the question (1.), so a relevant
+   source whose sentences each hold one of its words answers through the best of them, and
+   a source that says the question's words together answers only where it does. Such a
+   claim of one term ranks with the extracted claims, a manual note's too. Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
    relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
@@ -43,6 +54,7 @@ from .claim_scoring import (
     score_claims,
     vocabulary,
 )
+from .meeting import words_meet
 
 SOURCE_CANDIDATES: Final = 200
 # A term in more than this share of the sources is not searched for when rarer ones are there
@@ -51,6 +63,9 @@ COMMON_SHARE: Final = 0.35
 # ... in a knowledge base of at least this many sources: it is a cost rule, and a small one
 # costs nothing to search whole (where 6 sources of 16 are not "most").
 COMMON_MIN_SOURCES: Final = 200
+# How many of the question's terms a claim must hold itself (statement, heading path, path),
+# unless no claim of its source does: then one will do (ADR 0012, measured on SciFact).
+CLAIM_TERMS: Final = 2
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
@@ -165,7 +180,10 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
 
 
 def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candidate]:
-    """The claims that may answer, with their relevance (see the module's docstring)."""
+    """The claims that may answer, with their relevance (see the module's docstring); none
+    when the question's words do not meet in the knowledge base (a gap)."""
+    if not words_meet(conn, query_terms):
+        return []
     df = vocabulary(conn, "sources_fts", query_terms)
     total = _source_count(conn)
     idf = _source_idf(df, total)
@@ -210,6 +228,12 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     paired = filtered != expression
     matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
     scored = score_claims(conn, matched, query_terms, scorer)
+    one_term = (
+        one_term_claims(conn, expression, spans, scored, query_terms, scorer)
+        if len(query_terms) > CLAIM_TERMS
+        else {}
+    )
+    scored.update(one_term)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0
@@ -222,12 +246,35 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         _, _, source_id, authority, role, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
         # The claim's ID and terms are read by `rank`, for the few claims it gets to.
-        out.append(Candidate("", authority or "", source_id, relevance, None, rowid))
+        # A claim holding one term of the question ranks as an extracted one, whatever its
+        # authority: a note's passing mention does not go before another source's answer.
+        tier = AUTHORITY_RANK["extracted"] if rowid in one_term else None
+        out.append(Candidate("", authority or "", source_id, relevance, None, rowid, tier=tier))
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
         out += records_tiers(conn, in_records, blocks)
     return out
+
+
+def one_term_claims(
+    conn: sqlite3.Connection,
+    expression: str,
+    spans: list[tuple[int, int]],
+    scored: dict[int, float],
+    query_terms: list[str],
+    scorer: ClaimScorer,
+) -> dict[int, float]:
+    """The BM25 of the claims holding one searched term, in the sources (`spans`, their
+    blocks) none of whose claims is among those `scored` for holding `CLAIM_TERMS` of the
+    question's terms (see the module's docstring, 2.): only those sources' blocks are read."""
+    lows = [low for low, _ in spans]
+    answering = {bisect.bisect_right(lows, r) - 1 for r in scored}
+    rest = [span for i, span in enumerate(spans) if i not in answering]
+    if not rest:
+        return {}
+    matched = claims_in(conn, expression, rest, scorer.hits <= 100 * len(rest))
+    return score_claims(conn, matched, query_terms, scorer, min_terms=1)
 
 
 def records_tiers(

@@ -1,0 +1,66 @@
+"""Whether a question's words meet in the knowledge base at all: the gap rule of QUERY
+(ADR 0012, "Gap rule").
+
+A question about something the knowledge base holds uses words that the knowledge base says
+together: its sentences hold two of them more often than chance would put them side by side.
+A question about something else meets only common words, here and there, about as often as
+chance does ("List sessions" asked of biomedical abstracts: `list` and `session` are both in
+them, and in the same sentence no more often than their frequencies predict).
+
+The test, over the claims' full-text rows (a claim's statement with its heading path and its
+file path: a claim judged with its context):
+- the question's terms that some claim holds are its known terms; the `MAX_TESTED` rarest of
+  them are tested, rarest pairs first;
+- a pair *meets* when the claims holding both outnumber what independence predicts
+  (rows × p(a) × p(b)) by a likelihood-ratio (G) statistic of at least `MIN_G`, the 5% point of
+  chi-square with one degree of freedom; or when they co-occur at all but the knowledge base
+  is too small for any count of theirs to reach `MIN_G` (then the statistics cannot tell, and
+  the other rules of the ranking decide alone);
+- a question of two or more terms whose known terms have no pair that meets is a gap; so is
+  a question of two or more terms with fewer than two known terms. A one-term question meets
+  when its term is known.
+
+Cost: one FTS5 count per pair tested (at most `MAX_TESTED` choose 2), stopping at the first
+pair that meets; an answerable question usually stops at its first, rarest pair.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from itertools import combinations
+from typing import Final
+
+from .claim_scoring import fts_totals, match_expression, vocabulary
+
+# The G statistic a pair must reach: chi-square with 1 degree of freedom at p = 0.05.
+MIN_G: Final = 3.84
+# How many of the question's known terms (the rarest) are tested in pairs.
+MAX_TESTED: Final = 6
+
+
+def g_statistic(observed: int, expected: float) -> float:
+    """The likelihood-ratio statistic of `observed` co-occurrences against a Poisson
+    `expected` count (0 when there are no more than expected)."""
+    if observed <= expected or expected <= 0:
+        return 0.0
+    return 2.0 * (observed * math.log(observed / expected) - (observed - expected))
+
+
+def words_meet(conn: sqlite3.Connection, query_terms: list[str]) -> bool:
+    """Whether the question's words meet in the claims of this index (module docstring)."""
+    rows, _ = fts_totals(conn, "claims_fts")
+    held = vocabulary(conn, "claims_fts", query_terms)
+    known = sorted((t for t in query_terms if held[t]), key=lambda t: (held[t], t))
+    if len(query_terms) == 1 or not known:
+        return bool(known)
+    for a, b in combinations(known[:MAX_TESTED], 2):
+        expected = held[a] * held[b] / rows
+        strongest = g_statistic(min(held[a], held[b]), expected)
+        (observed,) = conn.execute(
+            "SELECT count(*) FROM claims_fts WHERE claims_fts MATCH ?",
+            (f"{match_expression([a])} AND {match_expression([b])}",),
+        ).fetchone()
+        if observed and (g_statistic(observed, expected) >= MIN_G or strongest < MIN_G):
+            return True
+    return False

@@ -1,0 +1,108 @@
+"""The gap rule and the one-term claim rule of QUERY (ADR 0012, `pipeline/meeting.py`), end to
+end through the CLI over a knowledge base whose topics have words of their own: a question
+whose words meet only by chance is a gap naming the words no source holds, a question about a
+topic is answered, and a source whose sentences each hold one of the question's words is
+found."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli, write
+
+from raytsystem.pipeline.meeting import MIN_G, g_statistic
+
+TOPICS = {
+    "payments": ["retry", "backoff", "gateway", "refund", "chargeback", "settlement"],
+    "search": ["index", "token", "stemmer", "ranking", "snippet", "analyzer"],
+    "storage": ["blob", "hash", "pack", "compaction", "checksum", "replica"],
+    "deploy": ["container", "rollout", "canary", "cluster", "helm", "probe"],
+}
+# Words of every topic, two per sentence at random: they meet each other only by chance.
+FILLER = ["list", "service", "team", "update", "value", "report", "change", "process"]
+MAINTENANCE = """# Maintenance
+
+Canary builds are promoted by hand. Each cluster is drained first. Patching happens on Sundays.
+The work is done overnight.
+"""
+
+
+def _document(rng: random.Random, topic: str, n: int) -> str:
+    words = TOPICS[topic]
+    lines = [f"# {topic.title()} {n}", ""]
+    for _ in range(12):
+        a, b = rng.sample(words, 2)
+        c, d = rng.sample(FILLER, 2)
+        lines.append(f"The {a} works with the {b} of each {c} and {d}.")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def topical(workspace: Path) -> Path:
+    rng = random.Random(3)
+    for topic in TOPICS:
+        for n in range(8):
+            write(workspace, f"docs/{topic}/{n}.md", _document(rng, topic, n))
+    write(workspace, "docs/ops/maintenance.md", MAINTENANCE)
+    result = run_cli("ingest", "--json", cwd=workspace)
+    assert result.code == 0, result.stderr
+    return workspace
+
+
+def _query(ws: Path, text: str, *args: str) -> dict[str, Any]:
+    result = run_cli("query", text, "--json", *args, cwd=ws)
+    assert result.code == 0, (result.stdout, result.stderr)
+    body: dict[str, Any] = result.json()
+    return body
+
+
+def test_words_that_meet_only_by_chance_make_a_gap_naming_the_unknown_words(
+    topical: Path,
+) -> None:
+    # `list` and `service` are in the knowledge base (filler words of many sentences) and
+    # meet in some sentences, but no more often than chance: the question is about something
+    # the knowledge base does not hold.
+    gap = _query(topical, "List the service sessions for the payroll audit")
+    assert gap["status"] == "gap"
+    assert gap["answer"] == "" and gap["citations"] == []
+    assert gap["unmatched_terms"] == ["sessions", "payroll", "audit"]
+    text = run_cli("query", "List the service sessions for the payroll audit", cwd=topical)
+    assert "in no source: sessions, payroll, audit" in text.stdout
+    # Every word known, each pair in some sentences by chance (the two-term rule answered it).
+    assert _query(topical, "Which team should update the process list?")["status"] == "gap"
+    # The same shape of question about a topic the knowledge base holds is answered.
+    answered = _query(topical, "Which gateway retry uses a backoff?")
+    assert answered["status"] == "answered"
+    assert "docs/payments/" in answered["citations"][0]["evidence"][0]["source_path"]
+
+
+def test_a_source_whose_sentences_each_hold_one_word_is_found(topical: Path) -> None:
+    """No sentence of maintenance.md holds two of the question's words (nor does its heading
+    or path), yet it is the only source holding all four: it answers first."""
+    body = _query(topical, "canary cluster patching overnight")
+    assert body["status"] == "answered"
+    cited = [c["evidence"][0]["source_path"] for c in body["citations"]]
+    assert cited[0] == "docs/ops/maintenance.md"
+    statements = {c["claim"]["statement"] for c in body["citations"]}
+    assert "Patching happens on Sundays." in statements
+
+
+def test_gaps_and_answers_are_deterministic(topical: Path) -> None:
+    for question in ("List the service sessions for the payroll audit", "canary cluster"):
+        runs = [_query(topical, question, "--limit", "10") for _ in range(2)]
+        for body in runs:
+            body.pop("timing")
+        assert json.dumps(runs[0], sort_keys=True) == json.dumps(runs[1], sort_keys=True)
+
+
+def test_the_g_statistic() -> None:
+    assert g_statistic(0, 0.5) == 0.0
+    assert g_statistic(2, 2.0) == 0.0  # as often as chance: no evidence
+    assert g_statistic(1, 0.375) < MIN_G  # once, where chance gives a third: not enough
+    assert g_statistic(5, 0.5) > MIN_G
+    # 2 (o ln(o/e) - (o - e)), by hand: o = 4, e = 1 -> 2 (4 ln 4 - 3) = 5.0904
+    assert abs(g_statistic(4, 1.0) - 5.0904) < 1e-4
