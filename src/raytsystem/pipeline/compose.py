@@ -29,8 +29,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Final
 
-from .claim_scoring import rowid_list
-from .ranking import RETIRED_TIER, Candidate, candidates, ordered
+from .ranking import RETIRED_TIER, Candidate, candidates, ordered, read_statements
 
 # A source's claims past this many are demoted by `DEMOTION` each (the three constants
 # measured together: bench/retrieval.md, "Composed answers").
@@ -124,15 +123,5 @@ def compose_answer(
     the index says each one states."""
     found = above_cliff(candidates(conn, query_terms))
     chosen = select(ordered(conn, found, 4 * limit), limit, per_source)
-    every = [m for c in chosen for m in (c, *c.merged)]
-    if every:
-        recorded = {
-            rowid: fields
-            for rowid, *fields in conn.execute(
-                "SELECT rowid, object_hash, text, role, record_status FROM docs "
-                f"WHERE rowid IN ({rowid_list(c.rowid for c in every)})"
-            )
-        }
-        for c in every:
-            c.object_hash, c.text, c.role, c.record_status = recorded[c.rowid]
+    read_statements(conn, [m for c in chosen for m in (c, *c.merged)])
     return chosen

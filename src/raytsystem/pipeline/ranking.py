@@ -401,14 +401,21 @@ def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list
     """The `limit` best claims for the question in the plain order (a bundle's: no cliff, no
     cap per source, near-duplicates dropped), with what the index says each one states."""
     chosen = rank(conn, candidates(conn, query_terms), limit)
-    if chosen:
-        recorded = {
-            rowid: fields
-            for rowid, *fields in conn.execute(
-                "SELECT rowid, object_hash, text, role, record_status FROM docs "
-                f"WHERE rowid IN ({rowid_list(c.rowid for c in chosen)})"
-            )
-        }
-        for c in chosen:
-            c.object_hash, c.text, c.role, c.record_status = recorded[c.rowid]
+    read_statements(conn, chosen)
     return chosen
+
+
+def read_statements(conn: sqlite3.Connection, chosen: list[Candidate]) -> None:
+    """Fill in what the index says each chosen claim states: the hash, statement, role and
+    record status that the query checks against the ledger."""
+    if not chosen:
+        return
+    recorded = {
+        rowid: fields
+        for rowid, *fields in conn.execute(
+            "SELECT rowid, object_hash, text, role, record_status FROM docs "
+            f"WHERE rowid IN ({rowid_list(c.rowid for c in chosen)})"
+        )
+    }
+    for c in chosen:
+        c.object_hash, c.text, c.role, c.record_status = recorded[c.rowid]
