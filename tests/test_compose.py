@@ -219,6 +219,21 @@ def test_select_merges_near_duplicates_of_other_sources_only() -> None:
     assert [m.source_id for m in merged] == ["s0", "s1", "s2", "s3"][: compose.MAX_MERGED]
 
 
+def test_a_copy_in_a_capped_source_does_not_hide_the_source_that_states_it() -> None:
+    """Source a states b's sentence too, as its third claim: demoted, it ranks after b's own,
+    which is cited, with a's copy as a second place that states it."""
+    walk = [
+        candidate("a", 2.0, "a1"),
+        candidate("a", 1.9, "a2"),
+        candidate("a", 1.8, "b1", "clm_a_copy"),  # past the cap: 1.65
+        candidate("b", 1.79, "b1"),
+        candidate("c", 1.7, "c1"),
+    ]
+    chosen = compose.select(walk, 3, 2)
+    assert ids(chosen) == ["clm_a_a1", "clm_a_a2", "clm_b_b1"]
+    assert [m.claim_id for m in chosen[2].merged] == ["clm_a_copy"]
+
+
 def test_select_looks_past_the_limit_for_duplicates_of_what_it_cites() -> None:
     walk = [candidate("a", 2.0, "x"), candidate("b", 1.9, "y"), candidate("c", 1.8, "x")]
     chosen = compose.select(walk, 1, 2)

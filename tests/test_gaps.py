@@ -106,3 +106,25 @@ def test_the_g_statistic() -> None:
     assert g_statistic(5, 0.5) > MIN_G
     # 2 (o ln(o/e) - (o - e)), by hand: o = 4, e = 1 -> 2 (4 ln 4 - 3) = 5.0904
     assert abs(g_statistic(4, 1.0) - 5.0904) < 1e-4
+
+
+def test_an_index_whose_row_count_is_damaged_fails_closed() -> None:
+    """Terms held by rows while FTS5's own record counts none: the chance a pair meets by
+    cannot be computed, and an index in that state is damaged (never a division by zero)."""
+    import sqlite3
+
+    from raytsystem.errors import IntegrityError
+    from raytsystem.pipeline.meeting import words_meet
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path)")
+    conn.executemany(
+        "INSERT INTO claims_fts VALUES (?, '', '')", [("retri gateway",), ("refund list",)]
+    )
+    conn.commit()  # FTS5 writes its record of rows and tokens when the transaction ends
+    assert words_meet(conn, ["retri", "gateway"])
+    conn.execute("UPDATE claims_fts_data SET block = zeroblob(2) WHERE id = 1")
+    conn.commit()
+    with pytest.raises(IntegrityError) as caught:
+        words_meet(conn, ["retri", "gateway"])
+    assert caught.value.code == "index_corrupt"

@@ -189,6 +189,7 @@ def test_prose_is_cleared_and_a_secret_never_is() -> None:
     prose = "# Deploys\n\nThe deploy runs nightly.\nSee the runbook for the steps.\n"
     assert cleared("docs/a.md", prose, gate_table.DETECTORS)
     assert not cleared("docs/a.md", prose, "0.0-another-version")
+    assert not cleared("docs/a.md", prose, None)  # the installed version unknown
     assert not cleared("conf.yaml", prose, gate_table.DETECTORS)  # YAML is transformed
     key = "ghp_" + "a1B2c3D4e5" * 3 + "a1B2c3"
     assert not cleared("docs/a.md", prose + f"token {key}\n", gate_table.DETECTORS)

@@ -175,8 +175,7 @@ def query(answer: FreshAnswer) -> None:
         record = f", {c.role}" if c.role else ""
         if c.role and c.record_status:
             record += f", {c.record_status}"
-        same = [(e, "duplicate") for m in c.merged for e in m.evidence if e.role == "statement"]
-        for e, role in [(e, e.role) for e in c.claim.evidence] + same:
+        for e, role, _ in c.entries():
             where = f"{e.source_path}:{e.line_start}"
             if e.line_end != e.line_start:
                 where += f"-{e.line_end}"

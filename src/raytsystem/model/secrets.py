@@ -261,8 +261,8 @@ def cleared(path: str, text: str, detectors: str | None) -> bool:
     version, a notebook, another suffix) is left to `scan_text`."""
     from . import gate_table
 
-    if detectors != gate_table.DETECTORS or _NOT_INI.search(text) is None:
-        return False
+    if detectors is None or detectors != gate_table.DETECTORS or _NOT_INI.search(text) is None:
+        return False  # a version unknown, or a table that clears nothing (DETECTORS None)
     if os.path.splitext(path)[1] not in gate_table.PLAIN_SUFFIXES:
         return False
     folded = fold(text)

@@ -7,8 +7,8 @@ sources where the question allows.
    (of a record in force: a retired record's claims come last whatever their relevance) is
    not cited: a question with one good answer does not get a tail of loosely related lines.
 2. **Near-duplicates merged.** A claim with the same analyzed terms as one already cited
-   (the same sentence in another file, up to case, stop words and word forms) is not a
-   citation of its own: it travels with the kept citation as a further evidence entry, at
+   (the same sentence in another file, up to case, stop words and word forms), when its turn
+   comes, is not a citation of its own: it travels with the kept citation as a further evidence entry, at
    most `MAX_MERGED` of them, each from a source of its own, each verified like any citation.
 3. **A cap per source, as a demotion.** A source's first `per_source` claims keep their
    relevance; its k-th claim past them ranks k x `DEMOTION` lower. So another source's best
@@ -53,7 +53,7 @@ def above_cliff(found: list[Candidate], cliff: float = CLIFF) -> list[Candidate]
     the bar only when nothing else may answer."""
     if not found:
         return found
-    in_force = [c.score for c in found if c.tier != RETIRED_TIER]  # only records set a tier
+    in_force = [c.score for c in found if c.tier != RETIRED_TIER]
     floor = cliff * max(in_force or [c.score for c in found])
     return [c for c in found if c.score >= floor]
 
@@ -74,7 +74,7 @@ def select(
 
     it = iter(walk)
     pending: list[tuple[tuple[int, float, int], Candidate]] = []
-    kept: dict[str, Candidate] = {}
+    cited: dict[str, Candidate] = {}  # analyzed terms -> the citation that states them
     chosen: list[Candidate] = []
     ahead: Candidate | None = next(it, None)
     order = 0
@@ -84,12 +84,8 @@ def select(
         while ahead is not None and (
             not pending or (ahead.rank_tier(), -round(ahead.score, 9), order) <= pending[0][0]
         ):
-            if ahead.dedupe_key in kept:
-                _merge(kept[ahead.dedupe_key], ahead)
-            elif ahead.dedupe_key is not None:
-                kept[ahead.dedupe_key] = ahead
-                heapq.heappush(pending, (key(ahead, order), ahead))
-                order += 1
+            heapq.heappush(pending, (key(ahead, order), ahead))
+            order += 1
             ahead = next(it, None)
         if not pending:
             break
@@ -98,14 +94,23 @@ def select(
         if now != was:  # its source was taken from meanwhile: it ranks lower now
             heapq.heappush(pending, (now, c))
             continue
+        if c.dedupe_key in cited:  # the sentence is cited already: one more place stating it
+            _merge(cited[c.dedupe_key], c)
+            continue
+        if c.dedupe_key is not None:
+            cited[c.dedupe_key] = c
         taken[c.source_id] += 1
         chosen.append(c)
-    for _ in range(MERGE_LOOKAHEAD * limit):  # near-duplicates ranked close below
+    # Near-duplicates of the cited claims that rank close below them.
+    rest = [c for _, c in sorted(pending, key=lambda p: p[0])]
+    for _ in range(MERGE_LOOKAHEAD * limit):
         if ahead is None:
             break
-        if ahead.dedupe_key in kept:
-            _merge(kept[ahead.dedupe_key], ahead)
+        rest.append(ahead)
         ahead = next(it, None)
+    for c in rest:
+        if c.dedupe_key in cited:
+            _merge(cited[c.dedupe_key], c)
     return chosen
 
 

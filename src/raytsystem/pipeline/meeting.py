@@ -31,6 +31,7 @@ import sqlite3
 from itertools import combinations
 from typing import Final
 
+from ..errors import IntegrityError
 from .claim_scoring import fts_totals, match_expression, vocabulary
 
 # The G statistic a pair must reach: chi-square with 1 degree of freedom at p = 0.05.
@@ -54,6 +55,11 @@ def words_meet(conn: sqlite3.Connection, query_terms: list[str]) -> bool:
     known = sorted((t for t in query_terms if held[t]), key=lambda t: (held[t], t))
     if len(query_terms) == 1 or not known:
         return bool(known)
+    if rows <= 0:  # rows hold terms, yet FTS5's own count of rows says none: a damaged index
+        raise IntegrityError(
+            "fail closed: the index's full-text statistics do not match its rows",
+            code="index_corrupt",
+        )
     for a, b in combinations(known[:MAX_TESTED], 2):
         expected = held[a] * held[b] / rows
         strongest = g_statistic(min(held[a], held[b]), expected)

@@ -28,7 +28,7 @@ from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
 from ..storage.generations import GenerationRef, head, target_generation
 from ..storage.reader import Reader
-from .chain import Checker, ClaimView
+from .chain import Checker, ClaimView, EvidenceView
 from .claim_scoring import vocabulary
 from .compose import DEFAULT_PER_SOURCE, MAX_PER_SOURCE, compose_answer
 from .ranking import Candidate
@@ -85,6 +85,14 @@ class Citation:
         """The sources this citation draws on: its claim's and its merged duplicates'."""
         return {self.claim.source_id, *(m.source_id for m in self.merged)}
 
+    def entries(self) -> list[tuple[EvidenceView, str, ClaimView]]:
+        """(evidence, its role, the claim it is of) of each evidence entry: the cited claim's,
+        then the statement evidence of each merged near-duplicate, as `duplicate`."""
+        own = [(e, e.role, self.claim) for e in self.claim.evidence]
+        return own + [
+            (e, "duplicate", m) for m in self.merged for e in m.evidence if e.role == "statement"
+        ]
+
     def to_json(self) -> dict[str, Any]:
         view = self.claim
         claim: dict[str, Any] = {
@@ -100,13 +108,12 @@ class Citation:
             "answer_span": {"start": self.start, "end": self.end},
             "answer_span_utf16": {"start": self.start_utf16, "end": self.end_utf16},
             "claim": claim,
-            "evidence": [e.to_json() for e in view.evidence]
-            + [
-                {"role": "duplicate", "claim_id": m.id, "claim_hash": m.hash}
+            "evidence": [
+                e.to_json()
+                if of is view
+                else {"role": role, "claim_id": of.id, "claim_hash": of.hash}
                 | {k: v for k, v in e.to_json().items() if k != "role"}
-                for m in self.merged
-                for e in m.evidence
-                if e.role == "statement"
+                for e, role, of in self.entries()
             ],
         }
 
@@ -154,7 +161,7 @@ class Answer:
         }
 
 
-def compose(
+def join_statements(
     views: list[ClaimView],
     chosen: list[Candidate] | None = None,
     merged: list[tuple[ClaimView, ...]] | None = None,
@@ -265,7 +272,7 @@ def query(
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
-            answer, citations = compose(
+            answer, citations = join_statements(
                 [views[c.claim_id] for c in chosen],
                 chosen,
                 [tuple(views[m.claim_id] for m in c.merged) for c in chosen],

@@ -245,7 +245,7 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
         block = bisect.bisect_right(lows, rowid) - 1
         _, _, source_id, authority, role, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
-        # The claim's ID and terms are read by `rank`, for the few claims it gets to.
+        # The claim's ID and terms are read by `ordered`, for the few claims it gets to.
         # A claim holding one term of the question ranks as an extracted one, whatever its
         # authority: a note's passing mention does not go before another source's answer.
         tier = AUTHORITY_RANK["extracted"] if rowid in one_term else None
@@ -385,10 +385,10 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
     """The `limit` first claims of `ordered`, one of each set of near-duplicates (the same
     analyzed terms): the plain order, with no cap per source (a bundle's items)."""
     chosen: list[Candidate] = []
-    seen: set[str] = set()
+    seen: set[str | None] = set()
     for c in ordered(conn, found, 4 * limit):
         key = c.dedupe_key
-        if key is None or key in seen:  # None: never, `_read_ids` read it or dropped the claim
+        if key in seen:
             continue
         seen.add(key)
         chosen.append(c)
