@@ -69,3 +69,12 @@ def test_a_field_holding_nul_is_hashed_from_the_fields() -> None:
 
 def test_a_source_without_rows_hashes_as_no_rows() -> None:
     assert index_file.stored_rows_digest(_index([]), SOURCE) == index_file.source_rows_digest(())
+
+
+def test_a_field_that_is_not_text_matches_no_digest() -> None:
+    rows = [tuple(["claim", "id", "h", SOURCE] + ["x"] * (len(IndexRow._fields) - 4))]
+    conn = _index(rows)
+    conn.execute("UPDATE claims_fts_content SET c1 = 7")
+    assert index_file.stored_rows_digest(conn, SOURCE) == ""
+    conn.execute("UPDATE claims_fts_content SET c1 = NULL")
+    assert index_file.stored_rows_digest(conn, SOURCE) == ""

@@ -201,7 +201,8 @@ def stored_rows_digest(conn: sqlite3.Connection, source_id: str) -> str:
     A query checks every source it cites this way (ADR 0037), so the rows are read as the
     UTF-8 bytes SQLite holds, never decoded: bytes sort as their code points do, so sorting
     and joining them is hashing what `source_rows_digest` hashes. A row whose fields do not
-    join unambiguously (a field holding NUL) is hashed from its decoded fields instead.
+    join unambiguously (a field holding NUL) is hashed from its decoded fields instead; a
+    field that is not text at all gives "", which no recorded digest is.
     """
     factory = conn.text_factory
     conn.text_factory = bytes
@@ -209,8 +210,11 @@ def stored_rows_digest(conn: sqlite3.Connection, source_id: str) -> str:
         ((_, rows),) = _source_row_tuples(conn, [source_id])
     finally:
         conn.text_factory = factory
-    ordered = sorted(rows)
-    joined = b"\x00".join(itertools.chain.from_iterable(ordered))
+    try:
+        ordered = sorted(rows)
+        joined = b"\x00".join(itertools.chain.from_iterable(ordered))
+    except TypeError:  # a number or NULL where the writer writes text: no digest matches
+        return ""
     if ordered and joined.count(b"\x00") != len(ordered) * len(IndexRow._fields) - 1:
         ((_, decoded),) = _source_row_tuples(conn, [source_id])
         return source_rows_digest(decoded)
