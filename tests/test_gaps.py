@@ -114,7 +114,12 @@ def test_an_index_whose_row_count_is_damaged_fails_closed() -> None:
     import sqlite3
 
     from raytsystem.errors import IntegrityError
+    from raytsystem.pipeline.claim_scoring import fts_totals, vocabulary
     from raytsystem.pipeline.meeting import words_meet
+
+    def meet(terms: list[str]) -> bool:
+        held = vocabulary(conn, "claims_fts", terms)
+        return words_meet(conn, terms, held, fts_totals(conn, "claims_fts")[0])
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE claims_fts USING fts5(terms, heading, path)")
@@ -122,9 +127,9 @@ def test_an_index_whose_row_count_is_damaged_fails_closed() -> None:
         "INSERT INTO claims_fts VALUES (?, '', '')", [("retri gateway",), ("refund list",)]
     )
     conn.commit()  # FTS5 writes its record of rows and tokens when the transaction ends
-    assert words_meet(conn, ["retri", "gateway"])
+    assert meet(["retri", "gateway"])
     conn.execute("UPDATE claims_fts_data SET block = zeroblob(2) WHERE id = 1")
     conn.commit()
     with pytest.raises(IntegrityError) as caught:
-        words_meet(conn, ["retri", "gateway"])
+        meet(["retri", "gateway"])
     assert caught.value.code == "index_corrupt"

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from .adapters.base import MEDIA_TYPES
 from .regex_factors import Factor, fold, matches_a_line, required_literals
 
 # detect-secrets logs a skipped candidate's value at INFO; nothing it says may reach a log.
@@ -279,15 +280,15 @@ def _table_gates() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
     ]
 
 
-# The suffixes of files a knowledge base holds as text, probed for the table: those that
-# detect-secrets does not read as YAML go in it (a notebook's text is changed before its scan).
+# The suffixes of files a knowledge base holds as text, probed for the table: the adapters'
+# formats and common plain-text ones; those that detect-secrets does not read as YAML go in it
+# (a notebook's text is changed before its scan: never cleared by the table).
 _PROBED_SUFFIXES: Final = (
     *sorted(
-        {".md", ".markdown", ".mdown", ".mkd", ".mdx", ".txt", ".text", ".rst", ".adoc", ".org"}
-        | {".html", ".htm", ".xhtml", ".pdf", ".csv", ".tsv", ".json", ".jsonl", ".toml", ".ini"}
-        | {".cfg", ".conf", ".py", ".pyi", ".js", ".ts", ".tsx", ".jsx", ".go", ".rs", ".java"}
-        | {".kt", ".c", ".h", ".cpp", ".hpp", ".cs", ".rb", ".php", ".sh", ".sql", ".tex", ".xml"}
-        | {".svg", ".log"}
+        (set(MEDIA_TYPES) - {".ipynb"})
+        | {".txt", ".text", ".adoc", ".org", ".csv", ".tsv", ".json", ".jsonl", ".toml", ".ini"}
+        | {".cfg", ".conf", ".java", ".kt", ".c", ".h", ".cpp", ".hpp", ".cs", ".rb", ".php"}
+        | {".sh", ".sql", ".tex", ".xml", ".svg", ".log"}
     ),
     "",
 )

@@ -138,14 +138,24 @@ class ClaimScorer:
     K1: Final = 1.2
     B: Final = 0.75
 
-    def __init__(self, conn: sqlite3.Connection, phrases: list[str]) -> None:
-        rows, tokens = fts_totals(conn, "claims_fts")
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        phrases: list[str],
+        holding: Mapping[str, int] | None = None,
+        totals: tuple[int, int] | None = None,
+    ) -> None:
+        """`holding` (rows holding each phrase, `vocabulary`) and `totals` (`fts_totals`) of
+        `claims_fts`, when the caller has read them already."""
+        rows, tokens = totals or fts_totals(conn, "claims_fts")
         self.avgdl = tokens / rows if rows else 1.0
-        holding = vocabulary(conn, "claims_fts", phrases)
-        self.hits = sum(holding.values())  # rows a search for the phrases meets
+        if holding is None:
+            holding = vocabulary(conn, "claims_fts", phrases)
+        self.hits = sum(holding[t] for t in phrases)  # rows a search for the phrases meets
         self.phrases = phrases
         self.idf = {}
-        for term, n in holding.items():
+        for term in phrases:
+            n = holding[term]
             idf = math.log((rows - n + 0.5) / (n + 0.5))
             self.idf[term] = idf if idf > 0 else 1e-6
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from .ranking import RETIRED_TIER, Candidate, candidates, ordered, read_statements
@@ -122,11 +122,15 @@ def _merge(into: Candidate, other: Candidate) -> None:
 
 
 def compose_answer(
-    conn: sqlite3.Connection, query_terms: list[str], limit: int, per_source: int
+    conn: sqlite3.Connection,
+    query_terms: list[str],
+    limit: int,
+    per_source: int,
+    df: Mapping[str, int] | None = None,
 ) -> list[Candidate]:
     """The claims an answer cites, in order, each with its merged near-duplicates, with what
-    the index says each one states."""
-    found = above_cliff(candidates(conn, query_terms))
+    the index says each one states (`df`: as `ranking.candidates` takes it)."""
+    found = above_cliff(candidates(conn, query_terms, df))
     chosen = select(ordered(conn, found, 4 * limit), limit, per_source)
     read_statements(conn, [m for c in chosen for m in (c, *c.merged)])
     return chosen

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Final
 
 from ..errors import IntegrityError
-from .claim_scoring import fts_totals, match_expression, vocabulary
+from .claim_scoring import match_expression
 
 # The G statistic a pair must reach: chi-square with 1 degree of freedom at p = 0.05.
 MIN_G: Final = 3.84
@@ -48,10 +49,12 @@ def g_statistic(observed: int, expected: float) -> float:
     return 2.0 * (observed * math.log(observed / expected) - (observed - expected))
 
 
-def words_meet(conn: sqlite3.Connection, query_terms: list[str]) -> bool:
-    """Whether the question's words meet in the claims of this index (module docstring)."""
-    rows, _ = fts_totals(conn, "claims_fts")
-    held = vocabulary(conn, "claims_fts", query_terms)
+def words_meet(
+    conn: sqlite3.Connection, query_terms: list[str], held: Mapping[str, int], rows: int
+) -> bool:
+    """Whether the question's words meet in the claims of this index (module docstring), given
+    how many claims hold each term (`vocabulary` of `claims_fts`) and how many rows the table
+    has (`fts_totals`)."""
     known = sorted((t for t in query_terms if held[t]), key=lambda t: (held[t], t))
     if len(query_terms) == 1 or not known:
         return bool(known)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -162,35 +163,36 @@ class Answer:
 
 
 def join_statements(
-    views: list[ClaimView],
-    chosen: list[Candidate] | None = None,
-    merged: list[tuple[ClaimView, ...]] | None = None,
+    chosen: list[Candidate], views: Mapping[str, ClaimView]
 ) -> tuple[str, list[Citation]]:
-    """The answer text, the statements joined with citation markers, and its citations (with
-    the roles the index gives the `chosen` claims, one per view, when given, and each one's
-    `merged` near-duplicates)."""
+    """The answer text, the chosen claims' statements (their checked `views`, by claim ID)
+    joined with citation markers, and its citations: each with the role and record status the
+    index gives its claim, and its merged near-duplicates."""
     parts: list[str] = []
     spans = []
     length = 0
-    for n, view in enumerate(views, start=1):
+    for n, c in enumerate(chosen, start=1):
         if parts:
             parts.append(" ")
             length += 1
-        start = length
-        parts.append(view.statement)
-        length += len(view.statement)
-        spans.append((n, start, length, view))
-        marker = f" [{n}]"
-        parts.append(marker)
-        length += len(marker)
+        statement, marker = views[c.claim_id].statement, f" [{n}]"
+        spans.append((n, length, length + len(statement), c))
+        parts += [statement, marker]
+        length += len(statement) + len(marker)
     answer = "".join(parts)
-    marks = [(c.role, c.record_status) for c in chosen] if chosen else [("", "")] * len(spans)
-    also = merged or [()] * len(spans)
     citations = [
         Citation(
-            n, start, end, utf16_offset(answer, start), utf16_offset(answer, end), view, *mark, more
+            n,
+            start,
+            end,
+            utf16_offset(answer, start),
+            utf16_offset(answer, end),
+            views[c.claim_id],
+            c.role,
+            c.record_status,
+            tuple(views[m.claim_id] for m in c.merged),
         )
-        for (n, start, end, view), mark, more in zip(spans, marks, also, strict=True)
+        for n, start, end, c in spans
     ]
     return answer, citations
 
@@ -268,15 +270,11 @@ def query(
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
         found_in = vocabulary(conn, "sources_fts", query_terms)
         unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
-        chosen = compose_answer(conn, query_terms, limit, per_source)
+        chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
-            answer, citations = join_statements(
-                [views[c.claim_id] for c in chosen],
-                chosen,
-                [tuple(views[m.claim_id] for m in c.merged) for c in chosen],
-            )
+            answer, citations = join_statements(chosen, views)
     if generation is None:
         reader.refresh()
         after = head(reader)

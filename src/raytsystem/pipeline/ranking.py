@@ -38,7 +38,7 @@ import bisect
 import heapq
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -49,6 +49,7 @@ from .claim_scoring import (
     ClaimScorer,
     claim_filter,
     claims_in,
+    fts_totals,
     match_expression,
     rowid_list,
     score_claims,
@@ -113,7 +114,7 @@ def required_coverage(n_terms: int) -> float:
     return min(1.0, 1.0 / n_terms + 0.05)
 
 
-def _source_idf(df: dict[str, int], total: int) -> dict[str, float]:
+def _source_idf(df: Mapping[str, int], total: int) -> dict[str, float]:
     """BM25-style IDF of each term over sources.
 
     A term no source contains counts as if one did: rare, but not infinitely heavy, so one
@@ -179,12 +180,17 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
     return among.intersection(r for (r,) in rows)
 
 
-def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candidate]:
+def candidates(
+    conn: sqlite3.Connection, query_terms: list[str], df: Mapping[str, int] | None = None
+) -> list[Candidate]:
     """The claims that may answer, with their relevance (see the module's docstring); none
-    when the question's words do not meet in the knowledge base (a gap)."""
-    if not words_meet(conn, query_terms):
+    when the question's words do not meet in the knowledge base (a gap). `df`: how many
+    sources hold each term, when the caller has read it already (`vocabulary`)."""
+    totals = fts_totals(conn, "claims_fts")
+    held = vocabulary(conn, "claims_fts", query_terms)
+    if not words_meet(conn, query_terms, held, totals[0]):
         return []
-    df = vocabulary(conn, "sources_fts", query_terms)
+    df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
     total = _source_count(conn)
     idf = _source_idf(df, total)
     weight = sum(idf.values()) or 1.0
@@ -223,17 +229,15 @@ def candidates(conn: sqlite3.Connection, query_terms: list[str]) -> list[Candida
     ).fetchall()
     spans = [(low, high) for low, high, *_ in blocks]
 
-    scorer = ClaimScorer(conn, searched)
+    scorer = ClaimScorer(conn, searched, held, totals)
     filtered = claim_filter(searched, query_terms)
     paired = filtered != expression
     matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
     scored = score_claims(conn, matched, query_terms, scorer)
-    one_term = (
-        one_term_claims(conn, expression, spans, scored, query_terms, scorer)
-        if len(query_terms) > CLAIM_TERMS
-        else {}
-    )
-    scored.update(one_term)
+    one_term = {}
+    if len(query_terms) > CLAIM_TERMS:
+        one_term = one_term_claims(conn, expression, spans, scored, query_terms, scorer)
+        scored.update(one_term)
     if not scored:
         return []
     best_source = max(source_score.values()) or 1.0

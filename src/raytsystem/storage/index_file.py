@@ -132,9 +132,15 @@ def source_rows_digest(rows: Iterable[tuple[Any, ...]]) -> str:
     """
     ordered = sorted(rows)
     joined = _SEP.join(itertools.chain.from_iterable(ordered))
-    if ordered and joined.count(_SEP) != len(ordered) * len(IndexRow._fields) - 1:
+    if not _unambiguous(joined.count(_SEP), len(ordered)):
         joined = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
     return blake3.blake3(joined.encode("utf-8")).hexdigest()
+
+
+def _unambiguous(separators: int, rows: int) -> bool:
+    """Whether rows joined by NUL hold exactly the NULs that join them: then no field holds
+    one, and the joined form gives back each row and field."""
+    return rows == 0 or separators == rows * len(IndexRow._fields) - 1
 
 
 def rows_digest(source_digests: Mapping[str, str]) -> str:
@@ -215,7 +221,7 @@ def stored_rows_digest(conn: sqlite3.Connection, source_id: str) -> str:
         joined = b"\x00".join(itertools.chain.from_iterable(ordered))
     except TypeError:  # a number or NULL where the writer writes text: no digest matches
         return ""
-    if ordered and joined.count(b"\x00") != len(ordered) * len(IndexRow._fields) - 1:
+    if not _unambiguous(joined.count(b"\x00"), len(ordered)):
         ((_, decoded),) = _source_row_tuples(conn, [source_id])
         return source_rows_digest(decoded)
     return blake3.blake3(joined).hexdigest()
