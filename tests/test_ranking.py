@@ -179,6 +179,30 @@ def test_claim_scores_are_fts5_bm25_and_only_claims_that_hold_the_question(
     assert with_phrase > 5  # claims holding a phrase term (a katakana word) were compared
 
 
+def test_fts5_scores_claims_that_all_hold_the_question_the_same(conn: sqlite3.Connection) -> None:
+    """Claims known to hold the question (`all_hold`) and many of those holding a searched
+    term are scored by FTS5's bm25(): the same scores as reading them, for the same claims."""
+    compared = 0
+    for question in QUESTIONS:
+        terms = parse_query(question)
+        scorer = claim_scoring.ClaimScorer(conn, terms)
+        expression = claim_scoring.match_expression(terms)
+        rowids = [
+            r
+            for (r,) in conn.execute(
+                "SELECT rowid FROM claims_fts WHERE claims_fts MATCH ?", (expression,)
+            )
+        ]
+        assert scorer.hits < claim_scoring.FTS5_SCORING * len(rowids)  # FTS5 does score them
+        read = claim_scoring.score_claims(conn, rowids, terms, scorer, min_terms=1)
+        by_fts5 = claim_scoring.score_claims(
+            conn, rowids, terms, scorer, min_terms=1, all_hold=True
+        )
+        assert by_fts5 == read
+        compared += len(read)
+    assert compared > 100
+
+
 def test_fts_totals_are_rows_and_tokens(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT terms, heading, path FROM claims_fts").fetchall()
     tokens = sum(len(column.split()) for row in rows for column in row)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -177,7 +178,7 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
             f"SELECT rowid FROM sources_fts WHERE sources_fts MATCH ? AND rowid IN ({rowid_list(among)})",
             (expression,),
         )
-    return among.intersection(r for (r,) in rows)
+    return among.intersection(itertools.chain.from_iterable(rows))
 
 
 def candidates(
@@ -232,8 +233,10 @@ def candidates(
     scorer = ClaimScorer(conn, searched, held, totals)
     filtered = claim_filter(searched, query_terms)
     paired = filtered != expression
-    matched = claims_in(conn, filtered, spans, paired or scorer.hits <= 100 * len(spans))
-    scored = score_claims(conn, matched, query_terms, scorer)
+    matched = claims_in(conn, filtered, spans, paired or scorer.scan_whole(len(spans)))
+    scored = score_claims(
+        conn, matched, query_terms, scorer, all_hold=paired or len(query_terms) == 1
+    )
     one_term = {}
     if len(query_terms) > CLAIM_TERMS:
         one_term = one_term_claims(conn, expression, spans, scored, query_terms, scorer)
@@ -277,8 +280,8 @@ def one_term_claims(
     rest = [span for i, span in enumerate(spans) if i not in answering]
     if not rest:
         return {}
-    matched = claims_in(conn, expression, rest, scorer.hits <= 100 * len(rest))
-    return score_claims(conn, matched, query_terms, scorer, min_terms=1)
+    matched = claims_in(conn, expression, rest, scorer.scan_whole(len(rest)))
+    return score_claims(conn, matched, query_terms, scorer, min_terms=1, all_hold=True)
 
 
 def records_tiers(
