@@ -358,7 +358,15 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
     def found() -> list[ranking.Candidate]:
         # as `candidates` makes them, every other one: the terms left for `rank` to read
         return [
-            ranking.Candidate("", authority, "src", score, None if i % 2 else terms, i + 1)
+            ranking.Candidate(
+                "",
+                authority,
+                "src",
+                score,
+                None if i % 2 else terms,
+                i + 1,
+                ranking.AUTHORITY_RANK[authority],
+            )
             for i, (authority, score, terms, _) in enumerate(rows)
         ]
 
@@ -389,10 +397,16 @@ def test_rank_fails_closed_on_a_claim_with_only_some_of_its_rows(missing: str) -
     conn.executemany(
         "INSERT INTO claims_fts_content VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x y")]
     )
-    found = [ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i) for i in (1, 2, 3)]
+    found = [
+        ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED)
+        for i in (1, 2, 3)
+    ]
     assert [c.claim_id for c in ranking.rank(conn, found, 5)] == ["clm_a", "clm_b", "clm_c"]
     conn.execute(f"DELETE FROM {missing} WHERE {'rowid' if missing == 'docs' else 'id'} = 2")
-    found = [ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i) for i in (1, 2, 3)]
+    found = [
+        ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED)
+        for i in (1, 2, 3)
+    ]
     with pytest.raises(IntegrityError) as caught:
         ranking.rank(conn, found, 5)
     assert caught.value.code == "index_row_mismatch"
@@ -408,7 +422,15 @@ def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:
         "INSERT INTO docs VALUES (?, ?)", [(i, f"clm_{i:08d}") for i in range(1, n + 1)]
     )
     found = [
-        ranking.Candidate("", "extracted", "src", 1.0 - i / n, "same" if i < n - 3 else f"t{i}", i)
+        ranking.Candidate(
+            "",
+            "extracted",
+            "src",
+            1.0 - i / n,
+            "same" if i < n - 3 else f"t{i}",
+            i,
+            ranking.EXTRACTED,
+        )
         for i in range(1, n + 1)
     ]
     reads: list[str] = []

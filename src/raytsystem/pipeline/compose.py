@@ -70,7 +70,7 @@ def select(
     def key(c: Candidate, order: int) -> tuple[int, float, int]:
         past = max(0, taken[c.source_id] + 1 - per_source)
         demoted = c.score - penalty * past if past else c.score
-        return (c.rank_tier(), -round(demoted, 9), order)
+        return (c.tier, -round(demoted, 9), order)
 
     it = iter(walk)
     pending: list[tuple[tuple[int, float, int], Candidate]] = []
@@ -82,7 +82,7 @@ def select(
         # Claims come in in ranked order; one may be picked once no claim still to come can
         # rank before it (its own relevance bounds its demoted one).
         while ahead is not None and (
-            not pending or (ahead.rank_tier(), -round(ahead.score, 9), order) <= pending[0][0]
+            not pending or (ahead.tier, -round(ahead.score, 9), order) <= pending[0][0]
         ):
             heapq.heappush(pending, (key(ahead, order), ahead))
             order += 1

@@ -71,6 +71,8 @@ CLAIM_TERMS: Final = 2
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
+EXTRACTED: Final = AUTHORITY_RANK["extracted"]
+OTHER: Final = 9  # an authority the index should not hold
 # Tiers after the authorities': the claims of retired decision records.
 RETIRED_TIER: Final = 2
 # A record whose decision section holds at most this many claims has them all cited with it.
@@ -79,7 +81,7 @@ OUTCOME_CLAIMS: Final = 3
 OUTCOME_LEAD: Final = 1e-6
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     claim_id: str
     authority: str
@@ -87,6 +89,9 @@ class Candidate:
     score: float
     dedupe_key: str | None  # the claim's analyzed terms; read by `ordered` when None
     rowid: int
+    # Where it ranks before relevance: its authority's rank (`AUTHORITY_RANK`) unless it
+    # holds one term of the question or a decision record says otherwise (`records_tiers`).
+    tier: int
     # Read for the chosen claims only (`choose`, `compose`): what is checked against the ledger, and
     # the claim's role in its decision record and the record's status ("" outside records;
     # the cited sources' rows are checked against the ledger's digests, these fields too).
@@ -94,14 +99,8 @@ class Candidate:
     text: str = ""
     role: str = ""
     record_status: str = ""
-    # Where it ranks before relevance: its authority's rank unless a decision record says
-    # otherwise (`records_tiers`).
-    tier: int | None = None
     # Near-duplicates of this claim in other sources, cited with it (`compose.select`).
     merged: list[Candidate] = field(default_factory=list)
-
-    def rank_tier(self) -> int:
-        return AUTHORITY_RANK.get(self.authority, 9) if self.tier is None else self.tier
 
 
 def required_coverage(n_terms: int) -> float:
@@ -255,8 +254,8 @@ def candidates(
         # The claim's ID and terms are read by `ordered`, for the few claims it gets to.
         # A claim holding one term of the question ranks as an extracted one, whatever its
         # authority: a note's passing mention does not go before another source's answer.
-        tier = AUTHORITY_RANK["extracted"] if rowid in one_term else None
-        out.append(Candidate("", authority or "", source_id, relevance, None, rowid, tier=tier))
+        tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority, OTHER)
+        out.append(Candidate("", authority or "", source_id, relevance, None, rowid, tier))
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
@@ -320,10 +319,10 @@ def records_tiers(
         missing = [r for r in outcome if r not in have]
         if not missing or len(outcome) > OUTCOME_CLAIMS:
             continue
-        best = min(found, key=lambda c: (c.rank_tier(), -c.score))
-        tier = best.rank_tier() if status in RETIRED else min(best.rank_tier(), 1)
+        best = min(found, key=lambda c: (c.tier, -c.score))
+        tier = best.tier if status in RETIRED else min(best.tier, EXTRACTED)
         added += [
-            Candidate("", authority or "", source_id, best.score + OUTCOME_LEAD, None, r, tier=tier)
+            Candidate("", authority or "", source_id, best.score + OUTCOME_LEAD, None, r, tier)
             for r in missing
         ]
     return added
@@ -340,7 +339,7 @@ def ordered(
     double, each ending with a whole run of ties), and their IDs are read per batch; each run
     of ties is ordered by ID. A common word's tens of thousands of candidates are never sorted
     whole, and only the few a caller walks to are read."""
-    heap = [(c.rank_tier(), -round(c.score, 9), i) for i, c in enumerate(found)]
+    heap = [(c.tier, -round(c.score, 9), i) for i, c in enumerate(found)]
     heapq.heapify(heap)
     batch = first_batch
     while heap:
