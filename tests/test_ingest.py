@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import Backend, process_one, run_cli, write
 
+from raytsystem.discovery import stat_key
 from raytsystem.errors import RaytError
 from raytsystem.model.objects import source_id_for
 from raytsystem.pipeline import ingest_run, parallel
@@ -130,12 +131,13 @@ def test_stat_cache_trusts_a_file_by_when_it_was_looked_at(tmp_path: Path) -> No
     RACY_NS before the ingest looked at it is not recorded."""
     path = tmp_path / "a.md"
     path.write_text("Alpha.\n", encoding="utf-8")
-    st = path.stat()
+    st = stat_key(path.stat())
+    mtime_ns = st[1]
     where = tmp_path / "statcache.sqlite3"
     cache = StatCache(where, None)
-    cache.save("g1", [("a.md", st, "rev_1")], st.st_mtime_ns + RACY_NS - 1)
+    cache.save("g1", [("a.md", st, "rev_1")], mtime_ns + RACY_NS - 1)
     assert not StatCache(where, "g1").fresh("a.md", st, "rev_1")
-    cache.save("g1", [("a.md", st, "rev_1")], st.st_mtime_ns + RACY_NS + 1)
+    cache.save("g1", [("a.md", st, "rev_1")], mtime_ns + RACY_NS + 1)
     assert StatCache(where, "g1").fresh("a.md", st, "rev_1")
     assert not StatCache(where, "g1").fresh("a.md", st, "rev_2")
     assert not StatCache(where, "g2").fresh("a.md", st, "rev_1")  # another generation's

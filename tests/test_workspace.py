@@ -7,6 +7,7 @@ crafted path (or symlink) and the ledger, so every refusal is listed on its own 
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -213,7 +214,12 @@ def test_discover_candidates_carry_disk_path_and_stat(tree: Path) -> None:
     (candidate,) = [c for c in discover(ws) if c.path == "docs/a.md"]
     assert isinstance(candidate, Candidate)
     assert candidate.disk == str(ws.root / "docs" / "a.md")
-    assert candidate.stat.st_size == len("content of docs/a.md\n")
+    size, mtime_ns, inode = candidate.key
+    st = os.stat(candidate.disk)
+    assert size == len("content of docs/a.md\n") and (mtime_ns, inode) == (
+        st.st_mtime_ns,
+        st.st_ino,
+    )
 
 
 def test_discover_never_descends_into_state_or_git(tree: Path) -> None:
@@ -291,7 +297,7 @@ def test_discover_symlink_inside_the_workspace_is_followed(tree: Path) -> None:
     (candidate,) = [i for i in items if i.path == "docs/link.md"]
     assert isinstance(candidate, Candidate)
     assert Path(candidate.disk).read_text() == "content of knowledge/manual/n.md\n"
-    assert candidate.stat.st_size == len("content of knowledge/manual/n.md\n")
+    assert candidate.key[0] == len("content of knowledge/manual/n.md\n")  # the target's size
 
 
 def test_discover_folder_symlink_leaving_the_workspace_is_refused(

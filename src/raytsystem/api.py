@@ -76,7 +76,8 @@ def __getattr__(name: str) -> Any:
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
 # "track": one walk, then the OS's change notifications (a long-lived process); "check": a
-# bounded walk per answer, in a thread; "fork": the same in a child process (the CLI's).
+# bounded walk per answer, in a thread; "fork": the same in a child process (the CLI's: a
+# one-shot process, whose ingest also walks the workspace in a child).
 FRESHNESS_MODES = ("track", "check", "fork", "off")
 
 
@@ -195,19 +196,29 @@ class Session:
     ) -> IngestReport:
         """Ingest the workspace (or only `paths`) and make the next generation if anything
         changed; one that drops every source only with `allow_empty`."""
-        from .pipeline.ingest import ingest
+        from .discovery import walk_in_child
 
         scope = [self.workspace_path(p) for p in paths]
-        ledger = self.ledger(create=True)
-        return ingest(
-            self.ws,
-            ledger,
-            scope,
-            jobs=jobs,
-            lock_timeout=lock_timeout,
-            progress=progress,
-            allow_empty=allow_empty,
-        )
+        # A one-shot command walks the workspace in a child while it imports and opens the
+        # rest (where it has threads, a fork would copy them half-way: it walks itself).
+        one_shot = self.freshness_mode == "fork" and threading.active_count() == 1
+        walked = walk_in_child(self.ws, scope) if one_shot else None
+        from .pipeline.ingest import ingest
+
+        try:
+            return ingest(
+                self.ws,
+                self.ledger(create=True),
+                scope,
+                jobs=jobs,
+                lock_timeout=lock_timeout,
+                progress=progress,
+                allow_empty=allow_empty,
+                walked=walked,
+            )
+        finally:
+            if walked is not None:
+                walked.close()  # an ingest that failed before it looked
 
     def watch(
         self,

@@ -13,14 +13,16 @@ import os
 import posixpath
 import re
 import stat
+import time
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from .errors import PathRefused
+from .forked import Child, in_child
 from .gitignore import NAME as GITIGNORE
 from .gitignore import GitIgnores
 from .workspace import (
@@ -47,13 +49,20 @@ UNREADABLE_SUFFIXES: Final = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A file discovery found: its canonical relative path and where it is on disk."""
+StatKey = tuple[int, int, int]  # size, mtime_ns, inode: what says a file is as it was
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class Candidate(NamedTuple):
+    """A file discovery found: its canonical relative path, where it is on disk, and its stat
+    when it was found."""
 
     path: str
     disk: str  # a string: discovery makes one per file, and Path objects cost more than the stat
-    stat: os.stat_result
+    key: StatKey
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,43 @@ def _shown(disk: str, root: Path) -> str:
 def discover(ws: Workspace, scope: Sequence[str] = ()) -> Iterator[Candidate | Refusal | Skip]:
     """The workspace's files (within `scope`, if given), sorted by path (`Discovery.run`)."""
     return Discovery(ws).run(scope)
+
+
+@dataclass
+class Walk:
+    """What discovery found, and when it began: before any file's stat was taken, on the
+    clock the stat cache compares modification times with."""
+
+    found: list[Candidate | Refusal | Skip]
+    began_ns: int
+
+
+def walk(ws: Workspace, scope: Sequence[str] = ()) -> Walk:
+    began_ns = time.time_ns()
+    return Walk(list(discover(ws, scope)), began_ns)
+
+
+def walk_in_child(ws: Workspace, scope: Sequence[str] = ()) -> Child[Walk] | None:
+    """`walk` started now in a forked child (`forked.in_child`: beside a command that has
+    more to import before it needs the files). None where there is no fork.
+
+    The walk may end before the command takes the writer's lock, and that is sound: what
+    matters is that every stat is taken before the file is read, so that a change after
+    the stat is seen by the next ingest, as with a walk made under the lock."""
+    return in_child(lambda: _packed(walk(ws, scope)), _unpacked)
+
+
+Packed = tuple[list[tuple[str, str, StatKey] | Refusal | Skip], int]
+
+
+def _packed(w: Walk) -> Packed:
+    # Candidates travel as plain tuples: made again, they cost less than unpickled.
+    return [(f.path, f.disk, f.key) if isinstance(f, Candidate) else f for f in w.found], w.began_ns
+
+
+def _unpacked(packed: Packed) -> Walk:
+    found, began_ns = packed
+    return Walk([Candidate._make(f) if isinstance(f, tuple) else f for f in found], began_ns)
 
 
 class Discovery:
@@ -321,7 +367,7 @@ class Discovery:
             return Refusal(canonical, "read_error", f"cannot stat: {exc.strerror}")
         if not stat.S_ISREG(st.st_mode):
             return None
-        return Candidate(canonical, disk, st)
+        return Candidate(canonical, disk, stat_key(st))
 
     def _skip_reason(self, rel: str, ignores: GitIgnores) -> str | None:
         """Why discovery passes over the file at `rel`, or None when it takes it."""

@@ -41,12 +41,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
-from ..discovery import Selection
+from ..discovery import Selection, StatKey
 from ..storage import freshness_reads
 from ..storage.generations import GenerationRef
 from ..storage.reader import Reader
 from ..workspace import RAW_DIR, STATE_DIR, Workspace
-from .freshness_walk import BOUND_S, Observation, StatKey, cache_key, observe, stat_key
+from .freshness_walk import BOUND_S, Observation, cache_key, observe
 from .query import Answer
 
 HASH_FILES: Final = 256
@@ -393,7 +393,7 @@ class Tracker:
                 if not os.path.lexists(disk) and any(p.startswith(inside) for p in obs.seen):
                     return False  # a folder with files in it went away
                 continue  # a file that is not selected (an editor's temporary file, say)
-            obs.put(rel, stat_key(c.stat) if c else None, c.disk if c else "")
+            obs.put(rel, c.key if c else None, c.disk if c else "")
         return True
 
     def _rel(self, path: str) -> str | None:

@@ -8,25 +8,20 @@ generation by `pipeline.freshness`.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import os
-import pickle
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..discovery import Selection
+from ..discovery import Selection, StatKey, stat_key
+from ..forked import in_child
 from ..storage.statcache import Entry, read_entries
 from ..workspace import Workspace
 
 BOUND_S: Final = 1.0  # seconds: the walk stops this long after the check began
 STATCACHE: Final = "statcache.sqlite3"
-
-StatKey = tuple[int, int, int]  # size, mtime_ns, inode
 
 
 @dataclass
@@ -61,10 +56,6 @@ class Observation:
             self.keys[path] = key
         else:
             self.suspects.pop(path, None)
-
-
-def stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def observe(ws: Workspace, deadline: float) -> Observation:
@@ -123,7 +114,7 @@ def observe(ws: Workspace, deadline: float) -> Observation:
             if c is None:
                 continue
             seen.add(c.path)
-            key = keys[c.path] = stat_key(c.stat)
+            key = keys[c.path] = c.key
             cached = entries.get(c.path)
             if cached is not None and cached[3]:
                 matched += 1
@@ -135,58 +126,19 @@ def observe(ws: Workspace, deadline: float) -> Observation:
 
 
 def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], Observation] | None:
-    """Start the walk now in a child process (a fork: nothing to import or open again), so
-    that it runs on another core beside the answer instead of sharing this process's GIL;
-    the function returned waits for its result (the probe calls it in a thread). None where
-    there is no fork. For one-shot processes: call it from the main thread, before any other
-    thread starts (a fork copies only the thread that made it)."""
-    if not hasattr(os, "fork"):
-        return None
+    """Start the walk now in a forked child (`forked.in_child`), so that it runs on another
+    core beside the answer instead of sharing this process's GIL; the function returned
+    waits for its result (the probe calls it in a thread). None where there is no fork."""
     deadline = time.monotonic() + bound  # the same clock in the child
-    read_end, write_end = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        return None
-    if pid == 0:  # the child: walk, hand the result over, and leave without cleaning up
-        code = 1
-        try:
-            os.close(read_end)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
-            # A child that lives for one walk needs no cycle collector, whose full passes
-            # would visit (and copy, page by page) every object it shares with its parent.
-            gc.disable()
-            # Let go of the parent's stdin, stdout and stderr: whoever reads the command's
-            # output to its end must not wait for this child.
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            obs = observe(ws, deadline)
-            slim = copy.copy(obs)  # what `judge` reads: the suspects' entries, not all
-            slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
-            data = pickle.dumps(slim, protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
 
-    def wait(_deadline: float) -> Observation:
-        try:
-            with os.fdopen(read_end, "rb") as src:
-                data = src.read()
-        finally:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-        if not data:
-            raise RuntimeError("the walk's process ended without a result")
-        obs: Observation = pickle.loads(data)  # from our own child
-        return obs
+    def walk() -> Observation:
+        obs = observe(ws, deadline)
+        slim = copy.copy(obs)  # what `judge` reads: the suspects' entries, not all
+        slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
+        return slim
 
-    return wait
+    child = in_child(walk, lambda obs: obs)
+    return None if child is None else lambda _deadline: child.result()
 
 
 def cache_key(ws: Workspace) -> StatKey | None:

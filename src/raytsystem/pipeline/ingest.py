@@ -33,7 +33,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from .. import faults
+from ..discovery import Walk
 from ..errors import RaytError, WorkspaceError
+from ..forked import Child
 from ..model.generation import SourceState, generation_hash, manifest_digest
 from ..model.objects import chain_ids
 from ..model.text import Finding
@@ -69,10 +71,12 @@ def ingest(
     lock_timeout: float = 30.0,
     progress: Progress | None = None,
     allow_empty: bool = False,
+    walked: Child[Walk] | None = None,
 ) -> IngestReport:
     """Ingest the workspace (or the paths of `scope`) and make the next generation if
     anything changed; the report says what was done. A generation that would drop every
-    source of its parent is made only with `allow_empty` (`_finish`)."""
+    source of its parent is made only with `allow_empty` (`_finish`). `walked`: a walk of
+    `scope` already under way (`discovery.walk_in_child`)."""
     started = time.monotonic()
     jobs = jobs or min(os.cpu_count() or 1, 8)
     blobs = DiskBlobStore(ws.raw_dir)
@@ -89,7 +93,7 @@ def ingest(
         cache = StatCache(
             ws.state_dir / "statcache.sqlite3", run.parent.hash if run.parent else None
         )
-        scan = scan_workspace(run, scope)
+        scan = scan_workspace(run, scope, walked)
         run.removed_paths += purged_sources(run, scan)
         tasks = tasks_for(run, scan, cache, staging_dir)
         try:

@@ -9,11 +9,11 @@ Not to be confused with `pipeline/scan.py` (`raytsystem scan`, the secrets scree
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..discovery import Candidate, Refusal, Skip, discover
+from ..discovery import Candidate, Refusal, Skip, Walk, walk
+from ..forked import Child, ChildFailed
 from ..model.adapters import adapter_for, media_type_for
 from ..model.text import Finding
 from ..storage import generations, tombstones
@@ -34,13 +34,14 @@ class Scan:
     in_scope: Callable[[str], bool]  # a path the ingest's PATHS cover (all, without PATHS)
 
 
-def scan_workspace(run: Run, scope: Sequence[str]) -> Scan:
-    """The workspace's files (or those of `scope`); refusals become findings, and the
+def scan_workspace(run: Run, scope: Sequence[str], walked: Child[Walk] | None = None) -> Scan:
+    """The workspace's files (or those of `scope`): those the walk `walked` (a child's,
+    beside the command) found, or a walk's made now. Refusals become findings, and the
     sources in scope that were not found are recorded as removed."""
     candidates: list[Candidate] = []
-    scanned_ns = time.time_ns()
+    files = _walked(walked) or walk(run.ws, scope)
     report, active = run.report, run.active
-    for item in discover(run.ws, scope):
+    for item in files.found:
         if isinstance(item, Skip):
             report.skipped[item.reason] = report.skipped.get(item.reason, 0) + 1
         elif isinstance(item, Refusal):
@@ -55,7 +56,17 @@ def scan_workspace(run: Run, scope: Sequence[str]) -> Scan:
     }
     in_scope = scope_filter(scope)
     run.removed_paths = sorted(p for p in active if in_scope(p) and p not in seen)
-    return Scan(candidates, scanned_ns, in_scope)
+    return Scan(candidates, files.began_ns, in_scope)
+
+
+def _walked(walked: Child[Walk] | None) -> Walk | None:
+    """The walk made in a child, or None if there is none (the command walks itself)."""
+    if walked is None:
+        return None
+    try:
+        return walked.result()
+    except ChildFailed:
+        return None
 
 
 def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[FileTask]:
@@ -71,12 +82,12 @@ def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[
             a = None  # read the file as new: the screen refuses the purged bytes again
         if (
             a
-            and cache.fresh(c.path, c.stat, a.revision_id)
+            and cache.fresh(c.path, c.key, a.revision_id)
             and a.adapter == _current_adapter(c.path)
         ):
             run.report.unchanged += 1
             continue
-        if (findings := cache.held(c.path, c.stat, screen)) is not None:
+        if (findings := cache.held(c.path, c.key, screen)) is not None:
             held.append(FileResult(c.path, "quarantined", findings=findings_from_text(findings)))
             continue
         tasks.append(
@@ -125,11 +136,11 @@ def save_stat_cache(
     # read is not recorded: the generation did not see it.
     unread = {f.subject for f in run.report.findings if f.code == "read_error"}
     entries = [
-        (c.path, c.stat, _stat_cache_revision(run, c.path))
+        (c.path, c.key, _stat_cache_revision(run, c.path))
         for c in scan.candidates
         if c.path not in unread
     ]
-    stats = {c.path: c.stat for c in scan.candidates}
+    stats = {c.path: c.key for c in scan.candidates}
     screen = run.screen.fingerprint()
     cache.save(
         current.hash if current else None,

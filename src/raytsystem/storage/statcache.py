@@ -27,6 +27,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Final
 
+from ..discovery import StatKey
+
 RACY_NS: Final = 2_000_000_000
 # Caches of the earlier format trusted entries by the time the whole cache was written, not
 # by when each file was looked at: they are not read (the next ingest reads every file once).
@@ -93,24 +95,24 @@ class StatCache:
         except sqlite3.Error:
             self._entries, self._held = {}, {}  # a missing or damaged cache costs re-reading
 
-    def fresh(self, path: str, st: os.stat_result, revision_id: str) -> bool:
-        return self._entries.get(path) == (st.st_size, st.st_mtime_ns, st.st_ino, revision_id)
+    def fresh(self, path: str, key: StatKey, revision_id: str) -> bool:
+        return self._entries.get(path) == (*key, revision_id)
 
-    def held(self, path: str, st: os.stat_result, screen: str) -> str | None:
+    def held(self, path: str, key: StatKey, screen: str) -> str | None:
         """The findings recorded for a file the screen with fingerprint `screen` refused,
         when the file's stat is still the one it had then (None: it must be read)."""
         held = self._held.get(path)
-        if held is None or held[:4] != (st.st_size, st.st_mtime_ns, st.st_ino, screen):
+        if held is None or held[:4] != (*key, screen):
             return None
         return held[4]
 
     def save(
         self,
         generation_hash: str | None,
-        entries: Iterable[tuple[str, os.stat_result, str]],
+        entries: Iterable[tuple[str, StatKey, str]],
         scanned_ns: int,
         keep: Callable[[str], bool] | None = None,
-        held: Iterable[tuple[str, os.stat_result, str, str]] = (),
+        held: Iterable[tuple[str, StatKey, str, str]] = (),
     ) -> None:
         """Record `entries` (path, stat taken after `scanned_ns`, revision) for
         `generation_hash`, and this cache's entries for the paths `keep` accepts (an ingest of
@@ -122,15 +124,15 @@ class StatCache:
         wanted: dict[str, Entry] = (
             {p: e for p, e in self._entries.items() if keep(p)} if keep else {}
         )
-        for p, st, rev in entries:
-            if st.st_mtime_ns < limit:
-                wanted[p] = (st.st_size, st.st_mtime_ns, st.st_ino, rev)
+        for p, (size, mtime_ns, ino), rev in entries:
+            if mtime_ns < limit:
+                wanted[p] = (size, mtime_ns, ino, rev)
             else:
                 wanted.pop(p, None)
         wanted_held = {p: h for p, h in self._held.items() if keep(p)} if keep else {}
-        for p, st, screen, findings in held:
-            if st.st_mtime_ns < limit:
-                wanted_held[p] = (st.st_size, st.st_mtime_ns, st.st_ino, screen, findings)
+        for p, (size, mtime_ns, ino), screen, findings in held:
+            if mtime_ns < limit:
+                wanted_held[p] = (size, mtime_ns, ino, screen, findings)
         meta = [("format", FORMAT), ("generation_hash", generation_hash or "")]
         try:
             if self._current:

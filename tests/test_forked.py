@@ -1,0 +1,83 @@
+"""Work in a forked child (`forked.in_child`) and the ingest's walk made there
+(`discovery.walk_in_child`): the same files as a walk made in the command, and a child whose
+result is not taken does not outlive its command."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from raytsystem.discovery import Candidate, Refusal, Skip, walk, walk_in_child
+from raytsystem.forked import ChildFailed, in_child
+from raytsystem.workspace import Workspace, init_workspace
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    root = tmp_path / "ws"
+    root.mkdir()
+    init_workspace(root)
+    for n in range(40):
+        write(root, f"docs/{n % 4}/note-{n:02d}.md", f"Note {n}.\n")
+    write(root, "docs/picture.png", "not an image")  # passed over: a format never read
+    write(root, "docs/bad\x01name.md", "refused: a control character in the path\n")
+    return Workspace.open(root)
+
+
+def test_a_walk_in_a_child_finds_what_a_walk_here_finds(ws: Workspace) -> None:
+    before = time.time_ns()
+    child = walk_in_child(ws)
+    assert child is not None
+    there = child.result()
+    here = walk(ws)
+    assert there.found == here.found
+    kinds = {type(f) for f in there.found}
+    assert kinds == {Candidate, Skip, Refusal}
+    assert sum(isinstance(f, Candidate) for f in there.found) == 40
+    assert before <= there.began_ns <= here.began_ns
+
+
+def test_a_walk_in_a_child_of_some_paths(ws: Workspace) -> None:
+    child = walk_in_child(ws, ["docs/1", "docs/missing.md"])
+    assert child is not None
+    assert child.result().found == walk(ws, ["docs/1", "docs/missing.md"]).found
+
+
+def test_a_child_whose_job_fails_has_no_result() -> None:
+    def fails() -> int:
+        raise ValueError("the job went wrong")
+
+    child = in_child(fails, lambda n: n)
+    assert child is not None
+    with pytest.raises(ChildFailed):
+        child.result()
+
+
+def test_a_child_let_go_unread_is_ended_and_reaped(tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+
+    def slow() -> int:
+        marker.write_text(str(os.getpid()))
+        time.sleep(60)
+        return 1
+
+    child = in_child(slow, lambda n: n)
+    assert child is not None
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = int(marker.read_text())
+    started = time.monotonic()
+    child.close()
+    assert time.monotonic() - started < 5  # ended, not waited for
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone, and reaped: no zombie left behind
+    with pytest.raises(ChildFailed):
+        child.result()
+    child.close()  # again: nothing to do
