@@ -49,8 +49,8 @@ class NoValgrind(Exception):
 
 
 def _count(argv: list[str], cli: Cli) -> tuple[int, str]:
-    """Instructions a command executes (its own process; it must not start others), and what
-    it printed; in `cli`'s environment, with one hash seed for every run (dict and set orders,
+    """Instructions a command executes (its own process and the children it forks, whose
+    work is the command's: valgrind follows a fork, not a new program), and what it printed; in `cli`'s environment, with one hash seed for every run (dict and set orders,
     and so the work, repeat exactly)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -64,9 +64,9 @@ def _count(argv: list[str], cli: Cli) -> tuple[int, str]:
         cwd=cli.workspace,
     )
     found = _COLLECTED.findall(proc.stderr)
-    if proc.returncode != 0 or len(found) != 1:
+    if proc.returncode != 0 or not found:
         raise RuntimeError(f"{' '.join(argv)} under valgrind failed: {proc.stderr[-2000:]}")
-    return int(found[0]), proc.stdout
+    return sum(map(int, found)), proc.stdout
 
 
 def _workspace(base: Path, name: str, files: list[Path], root: Path) -> Cli:

@@ -204,6 +204,16 @@ def test_instruction_counts_follow_the_work_done(tmp_path):
     busy, _ = _count([sys.executable, "-c", "sum(range(2_000_000))"], cli)
     assert idle > 1_000_000  # an interpreter's start-up alone
     assert busy > idle + 10_000_000  # two million additions, several instructions each
+    # A child the command forks is counted with it: its work is the command's.
+    forked, _ = _count(
+        [
+            sys.executable,
+            "-c",
+            "import os\nif not os.fork():\n    sum(range(2_000_000))\n    os._exit(0)\nos.wait()",
+        ],
+        cli,
+    )
+    assert forked > idle + 10_000_000
 
 
 @pytest.mark.slow
