@@ -2,7 +2,8 @@
 
 Wall and CPU time drift by 10% on a shared machine, which hides any change smaller than that.
 Instruction counts do not: this runs, under `valgrind --tool=callgrind`, a serial cold ingest
-(`ingest --jobs 1`: the workers' and the writer's work in one process) and markdown-it-py
+(`ingest --jobs 1`: the workers' and the writer's work in one process, and the walk of the
+workspace in a child it forks) and markdown-it-py
 parsing the same files, each once with the first file only and once with all of them, and
 reports the difference per file. Start-up, imports and warm-up cancel out; what is left is the
 cost of one more file, the same on every run of the same code and corpus (to about 0.1%).
@@ -10,8 +11,8 @@ cost of one more file, the same on every run of the same code and corpus (to abo
 The ratio of the two is the ingest's work against parsing's, for guiding work on the code; it
 is not the bench's CPU work ratio and cannot be held against its 4 × threshold: it counts
 user-space instructions only (no kernel time, no waiting for memory: an instruction of SQLite
-costs more time than one of the parser), and the serial path never pickles results or passes
-them between processes. `python -m bench` says how fast the ingest is. Valgrind runs programs
+costs more time than one of the parser), and the serial path never pickles the files' results
+or passes them between processes. `python -m bench` says how fast the ingest is. Valgrind runs programs
 about 50 times slower: 100 files take a minute or two.
 """
 
@@ -50,7 +51,8 @@ class NoValgrind(Exception):
 
 def _count(argv: list[str], cli: Cli) -> tuple[int, str]:
     """Instructions a command executes (its own process and the children it forks, whose
-    work is the command's: valgrind follows a fork, not a new program), and what it printed; in `cli`'s environment, with one hash seed for every run (dict and set orders,
+    work is the command's: valgrind follows a fork, not a new program), and what it
+    printed; in `cli`'s environment, with one hash seed for every run (dict and set orders,
     and so the work, repeat exactly)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:

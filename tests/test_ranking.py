@@ -203,6 +203,25 @@ def test_fts5_scores_claims_that_all_hold_the_question_the_same(conn: sqlite3.Co
     assert compared > 100
 
 
+def test_candidates_are_the_same_whoever_scores_their_claims(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether FTS5 or this process scores the claims (`FTS5_SCORING`) changes no candidate:
+    the same claims, the same relevance, the same tiers, for questions of one term, of pairs
+    of terms, and of claims of one term in the sources that have no better."""
+
+    def found(scoring: int) -> list[tuple[int, float, int, str]]:
+        monkeypatch.setattr(claim_scoring, "FTS5_SCORING", scoring)
+        out = []
+        for question in QUESTIONS:
+            got = ranking.candidates(conn, parse_query(question))
+            out += sorted((c.rowid, c.score, c.tier, c.source_id) for c in got)
+        return out
+
+    here, by_fts5 = found(0), found(10**9)
+    assert here == by_fts5 and len(here) > 100
+
+
 def test_fts_totals_are_rows_and_tokens(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT terms, heading, path FROM claims_fts").fetchall()
     tokens = sum(len(column.split()) for row in rows for column in row)

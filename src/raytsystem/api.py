@@ -76,8 +76,7 @@ def __getattr__(name: str) -> Any:
 DEFAULT_LOCK_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 20_000  # nodes the Universe page draws by default (`graph`)
 # "track": one walk, then the OS's change notifications (a long-lived process); "check": a
-# bounded walk per answer, in a thread; "fork": the same in a child process (the CLI's: a
-# one-shot process, whose ingest also walks the workspace in a child).
+# bounded walk per answer, in a thread; "fork": the same in a child process (the CLI's).
 FRESHNESS_MODES = ("track", "check", "fork", "off")
 
 
@@ -193,19 +192,20 @@ class Session:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         progress: Progress | None = None,
         allow_empty: bool = False,
+        walk_ahead: bool = False,
     ) -> IngestReport:
         """Ingest the workspace (or only `paths`) and make the next generation if anything
-        changed; one that drops every source only with `allow_empty`."""
+        changed; one that drops every source only with `allow_empty`. `walk_ahead`: walk the
+        workspace in a forked child while this process imports and opens the rest, for a
+        one-shot command that has started no thread (a fork copies only the thread that
+        made it): the CLI's `ingest`."""
         from .discovery import walk_in_child
 
         scope = [self.workspace_path(p) for p in paths]
-        # A one-shot command walks the workspace in a child while it imports and opens the
-        # rest (where it has threads, a fork would copy them half-way: it walks itself).
-        one_shot = self.freshness_mode == "fork" and threading.active_count() == 1
-        walked = walk_in_child(self.ws, scope) if one_shot else None
-        from .pipeline.ingest import ingest
-
+        walked = walk_in_child(self.ws, scope) if walk_ahead else None
         try:
+            from .pipeline.ingest import ingest
+
             return ingest(
                 self.ws,
                 self.ledger(create=True),

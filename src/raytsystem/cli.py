@@ -104,6 +104,7 @@ def ingest(
             lock_timeout=lock_timeout,
             progress=progress,
             allow_empty=allow_empty,
+            walk_ahead=True,  # one command per process, no thread started yet
         )
     emit(report.to_json(), as_json, lambda: render.ingest(report))
 

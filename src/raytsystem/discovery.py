@@ -133,11 +133,12 @@ class Walk:
 
     found: list[Candidate | Refusal | Skip]
     began_ns: int
+    scope: tuple[str, ...]  # the paths walked (none: the whole workspace)
 
 
 def walk(ws: Workspace, scope: Sequence[str] = ()) -> Walk:
     began_ns = time.time_ns()
-    return Walk(list(discover(ws, scope)), began_ns)
+    return Walk(list(discover(ws, scope)), began_ns, tuple(scope))
 
 
 def walk_in_child(ws: Workspace, scope: Sequence[str] = ()) -> Child[Walk] | None:
@@ -150,17 +151,18 @@ def walk_in_child(ws: Workspace, scope: Sequence[str] = ()) -> Child[Walk] | Non
     return in_child(lambda: _packed(walk(ws, scope)), _unpacked)
 
 
-Packed = tuple[list[tuple[str, str, StatKey] | Refusal | Skip], int]
+Packed = tuple[list[tuple[str, str, StatKey] | Refusal | Skip], int, tuple[str, ...]]
 
 
 def _packed(w: Walk) -> Packed:
     # Candidates travel as plain tuples: made again, they cost less than unpickled.
-    return [(f.path, f.disk, f.key) if isinstance(f, Candidate) else f for f in w.found], w.began_ns
+    found = [(f.path, f.disk, f.key) if isinstance(f, Candidate) else f for f in w.found]
+    return found, w.began_ns, w.scope
 
 
 def _unpacked(packed: Packed) -> Walk:
-    found, began_ns = packed
-    return Walk([Candidate._make(f) if isinstance(f, tuple) else f for f in found], began_ns)
+    found, began_ns, scope = packed
+    return Walk([Candidate._make(f) if isinstance(f, tuple) else f for f in found], began_ns, scope)
 
 
 class Discovery:

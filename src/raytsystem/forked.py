@@ -35,17 +35,25 @@ class Child(Generic[T]):
         self._unpack = unpack
 
     def result(self) -> T:
-        """The job's result (once: the child is gone after); `ChildFailed` if there is none."""
+        """The job's result (once: the child is gone after); `ChildFailed` if there is none:
+        the job raised, or the child was killed, or what it sent was cut short."""
         if self._pid is None:
             raise ChildFailed("the forked child's result was taken or let go already")
+        fd, self._read_end = self._read_end, -1  # the file object below owns it now
         try:
-            with os.fdopen(self._read_end, "rb") as src:
+            with os.fdopen(fd, "rb") as src:
                 data = src.read()
-        finally:
-            self._reap()
-        if not data:
+        except BaseException:
+            self.close()  # interrupted: end the child rather than wait for its whole job
+            raise
+        status = self._reap()
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not data:
             raise ChildFailed("the forked child ended without a result")
-        return self._unpack(pickle.loads(data))  # from our own child
+        try:
+            packed = pickle.loads(data)  # from our own child
+        except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+            raise ChildFailed("the forked child's result was cut short") from exc
+        return self._unpack(packed)
 
     def close(self) -> None:
         """End the child if its result was not taken."""
@@ -53,14 +61,20 @@ class Child(Generic[T]):
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
-        os.close(self._read_end)
+        if self._read_end >= 0:
+            os.close(self._read_end)
+            self._read_end = -1
         self._reap()
 
-    def _reap(self) -> None:
+    def _reap(self) -> int:
+        """Wait for the child to end; its wait status (0 if it was reaped elsewhere)."""
         pid, self._pid = self._pid, None
-        if pid is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        if pid is None:
+            return 0
+        try:
+            return os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            return 0
 
 
 def in_child(job: Callable[[], R], unpack: Callable[[R], T]) -> Child[T] | None:
@@ -72,7 +86,10 @@ def in_child(job: Callable[[], R], unpack: Callable[[R], T]) -> Child[T] | None:
     if not hasattr(os, "fork"):
         return None
     parent = os.getpid()
-    read_end, write_end = os.pipe()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:  # no file descriptor left: the command does the job itself
+        return None
     try:
         pid = os.fork()
     except OSError:
@@ -84,7 +101,9 @@ def in_child(job: Callable[[], R], unpack: Callable[[R], T]) -> Child[T] | None:
         try:
             os.close(read_end)
             die_with_parent(parent)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it without a word
+            # Ctrl-C and a termination end it without a word, whatever handlers the command set.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             # A child that lives for one job needs no cycle collector, whose full passes
             # would visit (and copy, page by page) every object it shares with its parent.
             gc.disable()

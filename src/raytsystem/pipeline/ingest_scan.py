@@ -39,7 +39,7 @@ def scan_workspace(run: Run, scope: Sequence[str], walked: Child[Walk] | None = 
     beside the command) found, or a walk's made now. Refusals become findings, and the
     sources in scope that were not found are recorded as removed."""
     candidates: list[Candidate] = []
-    files = _walked(walked) or walk(run.ws, scope)
+    files = _walked(walked, scope) or walk(run.ws, scope)
     report, active = run.report, run.active
     for item in files.found:
         if isinstance(item, Skip):
@@ -59,14 +59,16 @@ def scan_workspace(run: Run, scope: Sequence[str], walked: Child[Walk] | None = 
     return Scan(candidates, files.began_ns, in_scope)
 
 
-def _walked(walked: Child[Walk] | None) -> Walk | None:
-    """The walk made in a child, or None if there is none (the command walks itself)."""
+def _walked(walked: Child[Walk] | None, scope: Sequence[str]) -> Walk | None:
+    """The walk of `scope` made in a child, or None if there is none (the command walks
+    itself)."""
     if walked is None:
         return None
     try:
-        return walked.result()
+        found = walked.result()
     except ChildFailed:
         return None
+    return found if found.scope == tuple(scope) else None
 
 
 def tasks_for(run: Run, scan: Scan, cache: StatCache, staging_dir: str) -> list[FileTask]:
