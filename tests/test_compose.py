@@ -172,9 +172,7 @@ def test_per_source_that_is_not_a_number_is_a_usage_error(kb: Path) -> None:
 
 
 def candidate(source: str, score: float, key: str, claim: str = "") -> ranking.Candidate:
-    c = ranking.Candidate(
-        claim or f"clm_{source}_{key}", "extracted", source, score, key, 0, ranking.EXTRACTED
-    )
+    c = ranking.Candidate(claim or f"clm_{source}_{key}", source, score, key, 0, ranking.EXTRACTED)
     return c
 
 

@@ -56,7 +56,7 @@ def test_a_child_whose_job_fails_has_no_result() -> None:
     def fails() -> int:
         raise ValueError("the job went wrong")
 
-    child = in_child(fails, lambda n: n)
+    child = in_child(fails)
     assert child is not None
     with pytest.raises(ChildFailed):
         child.result()
@@ -65,7 +65,7 @@ def test_a_child_whose_job_fails_has_no_result() -> None:
 def test_a_child_killed_while_it_hands_over_has_no_result() -> None:
     """A child ended part-way through its write (more than a pipe holds): what came is cut
     short, and that is no result, never a half one."""
-    child = in_child(lambda: b"x" * 4_000_000, lambda data: data)
+    child = in_child(lambda: b"x" * 4_000_000)
     assert child is not None
     time.sleep(0.5)  # it has filled the pipe and waits for the reader
     os.kill(child._pid or 0, signal.SIGKILL)
@@ -91,7 +91,7 @@ def test_a_child_let_go_unread_is_ended_and_reaped(tmp_path: Path) -> None:
         time.sleep(60)
         return 1
 
-    child = in_child(slow, lambda n: n)
+    child = in_child(slow)
     assert child is not None
     deadline = time.monotonic() + 10
     while not marker.exists() and time.monotonic() < deadline:

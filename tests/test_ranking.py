@@ -379,7 +379,6 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
         return [
             ranking.Candidate(
                 "",
-                authority,
                 "src",
                 score,
                 None if i % 2 else terms,
@@ -394,9 +393,7 @@ def test_rank_reads_ids_of_tied_runs_only_and_orders_as_by_every_key(
     for c in everything:
         c.claim_id = f"clm_{rows[c.rowid - 1][3]}"
         c.dedupe_key = rows[c.rowid - 1][2]
-    everything.sort(
-        key=lambda c: (ranking.AUTHORITY_RANK[c.authority], -round(c.score, 9), c.claim_id)
-    )
+    everything.sort(key=lambda c: (c.tier, -round(c.score, 9), c.claim_id))
     for c in everything:
         if c.dedupe_key not in seen:
             seen.add(c.dedupe_key)
@@ -417,14 +414,12 @@ def test_rank_fails_closed_on_a_claim_with_only_some_of_its_rows(missing: str) -
         "INSERT INTO claims_fts_content VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x y")]
     )
     found = [
-        ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED)
-        for i in (1, 2, 3)
+        ranking.Candidate("", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED) for i in (1, 2, 3)
     ]
     assert [c.claim_id for c in ranking.rank(conn, found, 5)] == ["clm_a", "clm_b", "clm_c"]
     conn.execute(f"DELETE FROM {missing} WHERE {'rowid' if missing == 'docs' else 'id'} = 2")
     found = [
-        ranking.Candidate("", "extracted", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED)
-        for i in (1, 2, 3)
+        ranking.Candidate("", "src", 1.0 - i / 10, None, i, ranking.EXTRACTED) for i in (1, 2, 3)
     ]
     with pytest.raises(IntegrityError) as caught:
         ranking.rank(conn, found, 5)
@@ -443,7 +438,6 @@ def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:
     found = [
         ranking.Candidate(
             "",
-            "extracted",
             "src",
             1.0 - i / n,
             "same" if i < n - 3 else f"t{i}",

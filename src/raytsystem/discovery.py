@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .errors import PathRefused
 from .forked import Child, in_child
@@ -135,6 +135,16 @@ class Walk:
     began_ns: int
     scope: tuple[str, ...]  # the paths walked (none: the whole workspace)
 
+    def __getstate__(self) -> tuple[list[Any], int, tuple[str, ...]]:
+        # Candidates are pickled as plain tuples (`walk_in_child` hands a walk over): a named
+        # tuple each costs the child several times as much to pickle.
+        found = [tuple(f) if isinstance(f, Candidate) else f for f in self.found]
+        return found, self.began_ns, self.scope
+
+    def __setstate__(self, state: tuple[list[Any], int, tuple[str, ...]]) -> None:
+        found, self.began_ns, self.scope = state
+        self.found = [Candidate._make(f) if isinstance(f, tuple) else f for f in found]
+
 
 def walk(ws: Workspace, scope: Sequence[str] = ()) -> Walk:
     began_ns = time.time_ns()
@@ -148,21 +158,7 @@ def walk_in_child(ws: Workspace, scope: Sequence[str] = ()) -> Child[Walk] | Non
     The walk may end before the command takes the writer's lock, and that is sound: what
     matters is that every stat is taken before the file is read, so that a change after
     the stat is seen by the next ingest, as with a walk made under the lock."""
-    return in_child(lambda: _packed(walk(ws, scope)), _unpacked)
-
-
-Packed = tuple[list[tuple[str, str, StatKey] | Refusal | Skip], int, tuple[str, ...]]
-
-
-def _packed(w: Walk) -> Packed:
-    # Candidates travel as plain tuples: made again, they cost less than unpickled.
-    found = [(f.path, f.disk, f.key) if isinstance(f, Candidate) else f for f in w.found]
-    return found, w.began_ns, w.scope
-
-
-def _unpacked(packed: Packed) -> Walk:
-    found, began_ns, scope = packed
-    return Walk([Candidate._make(f) if isinstance(f, tuple) else f for f in found], began_ns, scope)
+    return in_child(lambda: walk(ws, scope))
 
 
 class Discovery:

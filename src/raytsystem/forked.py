@@ -14,11 +14,10 @@ import os
 import pickle
 import signal
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from .syscalls import die_with_parent
 
-R = TypeVar("R")
 T = TypeVar("T")
 
 
@@ -29,10 +28,9 @@ class ChildFailed(RuntimeError):
 class Child(Generic[T]):
     """A forked child at work: `result` waits for what it sends; `close` lets it go unread."""
 
-    def __init__(self, pid: int, read_end: int, unpack: Callable[[Any], T]) -> None:
+    def __init__(self, pid: int, read_end: int) -> None:
         self._pid: int | None = pid
         self._read_end = read_end
-        self._unpack = unpack
 
     def result(self) -> T:
         """The job's result (once: the child is gone after); `ChildFailed` if there is none:
@@ -50,10 +48,10 @@ class Child(Generic[T]):
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not data:
             raise ChildFailed("the forked child ended without a result")
         try:
-            packed = pickle.loads(data)  # from our own child
+            result: T = pickle.loads(data)  # from our own child
         except (pickle.UnpicklingError, EOFError, ValueError) as exc:
             raise ChildFailed("the forked child's result was cut short") from exc
-        return self._unpack(packed)
+        return result
 
     def close(self) -> None:
         """End the child if its result was not taken."""
@@ -77,9 +75,9 @@ class Child(Generic[T]):
             return 0
 
 
-def in_child(job: Callable[[], R], unpack: Callable[[R], T]) -> Child[T] | None:
-    """Start `job` now in a forked child; `unpack` makes its result from what the job
-    returned (a form that pickles fast). None where there is no fork.
+def in_child(job: Callable[[], T]) -> Child[T] | None:
+    """Start `job` now in a forked child; its result comes back pickled (a type the child
+    hands over in bulk may pickle itself in a cheaper form). None where there is no fork.
 
     Call it from the main thread before any other thread starts: a fork copies only the
     thread that made it, so a lock another thread held would stay locked in the child."""
@@ -119,4 +117,4 @@ def in_child(job: Callable[[], R], unpack: Callable[[R], T]) -> Child[T] | None:
         finally:
             os._exit(code)
     os.close(write_end)
-    return Child(pid, read_end, unpack)
+    return Child(pid, read_end)

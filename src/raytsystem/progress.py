@@ -55,25 +55,21 @@ def progress_for(label: str, *, enabled: bool) -> Iterator[Progress | None]:
         transient=True,
     )
     tasks: dict[str, TaskID] = {}
+    started = False
 
     def update(phase: str, done: int, total: int, nbytes: int) -> None:
+        nonlocal started
+        if not started:
+            # The bar (and its refresh thread) starts with the first news: a command that
+            # forks a child before it has any (`forked.in_child`) does so with one thread.
+            bar.start()
+            started = True
         if phase not in tasks:
             tasks[phase] = bar.add_task(f"{label}: {phase}", total=total, mb=0.0)
         bar.update(tasks[phase], completed=done, total=total, mb=nbytes / 1e6)
 
-    started = False
-
-    def first(phase: str, done: int, total: int, nbytes: int) -> None:
-        # The bar (and its refresh thread) starts with the first news: a command that forks
-        # a child before it has any (`forked.in_child`) does so while it has one thread.
-        nonlocal started
-        if not started:
-            bar.start()
-            started = True
-        update(phase, done, total, nbytes)
-
     try:
-        yield first
+        yield update
     finally:
         if started:
             bar.stop()

@@ -137,7 +137,7 @@ def observe_forked(ws: Workspace, bound: float = BOUND_S) -> Callable[[float], O
         slim.entries = {p: obs.entries[p] for p in obs.suspects if p in obs.entries}
         return slim
 
-    child = in_child(walk, lambda obs: obs)
+    child = in_child(walk)
     return None if child is None else lambda _deadline: child.result()
 
 

@@ -84,7 +84,6 @@ OUTCOME_LEAD: Final = 1e-6
 @dataclass(slots=True)
 class Candidate:
     claim_id: str
-    authority: str
     source_id: str
     score: float
     dedupe_key: str | None  # the claim's analyzed terms; read by `ordered` when None
@@ -255,7 +254,7 @@ def candidates(
         # A claim holding one term of the question ranks as an extracted one, whatever its
         # authority: a note's passing mention does not go before another source's answer.
         tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority, OTHER)
-        out.append(Candidate("", authority or "", source_id, relevance, None, rowid, tier))
+        out.append(Candidate("", source_id, relevance, None, rowid, tier))
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
@@ -301,7 +300,7 @@ def records_tiers(
     )
     added: list[Candidate] = []
     for block, found in sorted(in_records.items()):
-        low, high, source_id, authority, _, status = blocks[block]
+        low, high, source_id, _, _, status = blocks[block]
         for c in found:
             if status in RETIRED:
                 c.tier = RETIRED_TIER
@@ -322,8 +321,7 @@ def records_tiers(
         best = min(found, key=lambda c: (c.tier, -c.score))
         tier = best.tier if status in RETIRED else min(best.tier, EXTRACTED)
         added += [
-            Candidate("", authority or "", source_id, best.score + OUTCOME_LEAD, None, r, tier)
-            for r in missing
+            Candidate("", source_id, best.score + OUTCOME_LEAD, None, r, tier) for r in missing
         ]
     return added
 
