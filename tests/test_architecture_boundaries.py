@@ -1,6 +1,7 @@
 """The package's layers, checked on the source (ARCHITECTURE.md): imports point one way, front
 ends reach the rest only through the service layer, no import cycle (imports inside functions
-count), no private name used across modules, no module-level `global`.
+count), no private name used across modules, no module-level `global`, no module over 500
+lines and no function over 80.
 
 Layers, top to bottom; each may import the layers below it and the ground floor:
 
@@ -168,6 +169,27 @@ def test_no_global_statement() -> None:
         if isinstance(node, ast.Global)
     ]
     assert not found, found
+
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def test_modules_and_functions_stay_short() -> None:
+    """A unit a newcomer reads at once: no module over 500 lines, no function over 80
+    (decorators not counted)."""
+    long = []
+    for name, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if (lines := text.count("\n")) > MAX_MODULE_LINES:
+            long.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno is not None
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {size} lines")
+    assert not long, long
 
 
 def test_the_checks_see_a_violation() -> None:

@@ -25,12 +25,13 @@ generation it came from, attached here so that every front end has it; the sessi
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .workspace import Workspace, init_workspace
+from .workspace import REVIEWS_DIR, Workspace, init_workspace
 
 if TYPE_CHECKING:
     from .pipeline.freshness import FreshAnswer as FreshAnswer
@@ -48,8 +49,7 @@ if TYPE_CHECKING:
     from .storage.db import Ledger
     from .storage.reader import Reader
 
-# Result types and helpers for front ends, imported when first asked for (`from raytsystem.api
-# import Answer`), so importing this module stays cheap. Name -> (module, its name there).
+# Result types and helpers for front ends, imported when first asked for (cheap to import).
 _LAZY = {
     "Answer": ("pipeline.query", "Answer"),
     "FreshAnswer": ("pipeline.freshness", "FreshAnswer"),
@@ -248,8 +248,6 @@ class Session:
 
     def install_hooks(self) -> list[dict[str, str]]:
         """Git hooks (post-commit, post-merge, post-checkout) running an ingest, beside others."""
-        import sys
-
         from .githooks import install
 
         return install(self.ws.root, sys.executable)
@@ -273,7 +271,6 @@ class Session:
         """Audit a generation: write its report under ops/reviews/ and a Review row."""
         from .pipeline.review import review
         from .storage import generations
-        from .workspace import REVIEWS_DIR
 
         with self._writing(lock_timeout) as ledger, ledger.transaction() as conn:
             gen = generations.generation_or_head(conn, generation)
@@ -353,39 +350,32 @@ class Session:
         self, text: str, *, limit: int = 10, claims: bool = False, generation: str | None = None
     ) -> dict[str, Any]:
         """The blocks (or confirmed claims) that hold the words; not a verified answer."""
-        probe = self._probe()
-        from .pipeline.search import search
 
-        kind = "claim" if claims else "segment"
-        with self._reader() as reader:
-            result = search(
-                reader,
-                self.blobs,
-                self.ws.index_dir,
-                text,
-                limit=limit,
-                kind=kind,
-                generation=generation,
+        def run(reader: Reader) -> dict[str, Any]:
+            from .pipeline.search import search
+
+            kind = "claim" if claims else "segment"
+            index_dir = self.ws.index_dir
+            return search(
+                reader, self.blobs, index_dir, text, limit=limit, kind=kind, generation=generation
             )
-            return self._with_freshness(result, probe, reader)
+
+        return self._answering(run)
 
     def bundle(
         self, task: str, *, max_tokens: int = 4000, generation: str | None = None
     ) -> dict[str, Any]:
         """A deterministic, verified context bundle for an agent about to do `task`."""
-        probe = self._probe()
-        from .pipeline.bundle import bundle
 
-        with self._reader() as reader:
-            result = bundle(
-                reader,
-                self.blobs,
-                self.ws.index_dir,
-                task,
-                max_tokens=max_tokens,
-                generation=generation,
+        def run(reader: Reader) -> dict[str, Any]:
+            from .pipeline.bundle import bundle
+
+            index_dir = self.ws.index_dir
+            return bundle(
+                reader, self.blobs, index_dir, task, max_tokens=max_tokens, generation=generation
             )
-            return self._with_freshness(result, probe, reader)
+
+        return self._answering(run)
 
     def freshness(self, generation: str | None = None) -> Freshness:
         """Whether the workspace's files still match `generation` (default: the current
@@ -406,31 +396,30 @@ class Session:
         loads the query's modules)."""
         from .pipeline.freshness_walk import observe, observe_forked
 
-        if self.freshness_mode == "off":
+        mode, ws = self.freshness_mode, self.ws
+        if mode == "off":
             return None
-        ws = self.ws
-        forked = observe_forked(ws) if self.freshness_mode == "fork" else None
+        forked = observe_forked(ws) if mode == "fork" else None
         from .pipeline.freshness import Probe, Tracker
 
-        if self.freshness_mode == "track":
-            if self._tracker is None:
-                self._tracker = Tracker(self.ws)
+        if mode == "track":
+            self._tracker = self._tracker or Tracker(ws)
             return self._tracker.probe()
-        if forked is not None:
-            return Probe(forked, None)
-        return Probe(lambda deadline: observe(ws, deadline), None)
+        return Probe(forked or (lambda deadline: observe(ws, deadline)), None)
 
-    @staticmethod
-    def _with_freshness(
-        result: dict[str, Any], probe: Probe | None, reader: Reader
-    ) -> dict[str, Any]:
-        from .pipeline.freshness import with_freshness
-        from .storage import generations
+    def _answering(self, run: Callable[[Reader], dict[str, Any]]) -> dict[str, Any]:
+        """`run`'s result with the workspace's freshness against the generation it came from
+        (the probe starts first: forked, its walk runs while `run` imports what it needs)."""
+        probe = self._probe()
+        with self._reader() as reader:
+            result = run(reader)
+            if probe is None:
+                return result
+            from .pipeline.freshness import with_freshness
+            from .storage import generations
 
-        if probe is None:
-            return result
-        answered = generations.generation(reader, result["generation"]["hash"])
-        return with_freshness(result, probe.result(reader, answered))
+            answered = generations.generation(reader, result["generation"]["hash"])
+            return with_freshness(result, probe.result(reader, answered))
 
     def evaluate(
         self, dataset: Path, *, k: int | None = None, generation: str | None = None

@@ -179,6 +179,31 @@ def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[
     return among.intersection(itertools.chain.from_iterable(rows))
 
 
+def _passing_sources(
+    conn: sqlite3.Connection,
+    best: list[tuple[int, float, str]],
+    query_terms: list[str],
+    searched: list[str],
+    df: Mapping[str, int],
+    total: int,
+) -> list[tuple[int, str, float]]:
+    """(rowid, source ID, BM25 as a positive score) of the `best` sources that hold
+    `required_coverage` of the question's IDF weight (over `total` sources), in `best`'s
+    order."""
+    idf = _source_idf(df, total)
+    weight = sum(idf.values()) or 1.0
+    covered = dict.fromkeys((r for r, _, _ in best), 0.0)
+    for term in query_terms:
+        if searched == [term]:  # the sources found for the one term searched all hold it
+            holding: Iterable[int] = list(covered)
+        else:
+            holding = _containing(conn, term, df[term], set(covered))
+        for r in holding:
+            covered[r] += idf[term]
+    need = required_coverage(len(query_terms))
+    return [(r, source_id, -score) for r, score, source_id in best if covered[r] / weight >= need]
+
+
 def candidates(
     conn: sqlite3.Connection, query_terms: list[str], df: Mapping[str, int] | None = None
 ) -> list[Candidate]:
@@ -191,8 +216,6 @@ def candidates(
         return []
     df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
     total = _source_count(conn)
-    idf = _source_idf(df, total)
-    weight = sum(idf.values()) or 1.0
     # Words in most sources ("use", "file") weigh almost nothing in BM25 but make FTS5 score
     # a large part of a large index: they are not searched for when rarer words are there
     # (they still count toward coverage and as a claim's second term).
@@ -201,18 +224,7 @@ def candidates(
     expression = match_expression(searched)
 
     best = _best_sources(conn, expression)
-    covered = dict.fromkeys((r for r, _, _ in best), 0.0)
-    for term in query_terms:
-        if searched == [term]:  # the sources found for the one term searched all hold it
-            holding: Iterable[int] = list(covered)
-        else:
-            holding = _containing(conn, term, df[term], set(covered))
-        for r in holding:
-            covered[r] += idf[term]
-    need = required_coverage(len(query_terms))
-    passing = [
-        (r, source_id, -score) for r, score, source_id in best if covered[r] / weight >= need
-    ]
+    passing = _passing_sources(conn, best, query_terms, searched, df, total)
     if not passing:
         return []
     source_score = {source_id: score for _, source_id, score in passing}
