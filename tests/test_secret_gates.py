@@ -1,7 +1,7 @@
 """The secrets screen's shortcuts find what the full scan finds (ADR 0040).
 
 `model.regex_factors` lets a pattern be searched only in the lines that hold the literals every
-match of it holds, and `model.secrets` skips detect-secrets' INI transformers on text they
+match of it holds (in a whole text, and line by line: `lines_holding`), and `model.secrets` skips detect-secrets' INI transformers on text they
 cannot parse. Both are one-sided by construction; these tests hold them to it: literals that a
 generated match lacks, a fold that differs from the regex engine's, or a skipped transformer
 that would have found something, each fail here.
@@ -21,7 +21,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from raytsystem.model.regex_factors import fold, matches_a_line, may_match, required_literals
+from raytsystem.model.regex_factors import (
+    fold,
+    lines_holding,
+    matches_a_line,
+    may_match,
+    required_literals,
+)
 
 # Patterns with the constructs the analysis must get right: case-insensitive and inline-flag
 # literals, branches with an empty alternative, optional and repeated groups, lookarounds,
@@ -57,11 +63,13 @@ def test_every_match_holds_the_required_literals(
     match = data.draw(st.from_regex(pattern, fullmatch=False))
     before = data.draw(st.text(alphabet=string.printable, max_size=40))
     text = before + "\n" + match
-    lines = [line for line in text.split("\n") if pattern.search(line)]
-    assume(lines)  # a match within one line (the plugins read one line at a time)
-    for line in lines:
-        assert may_match(factors, fold(line)), (factors, line)
+    numbers = {n for n, line in enumerate(text.split("\n"), 1) if pattern.search(line)}
+    assume(numbers)  # a match within one line (the plugins read one line at a time)
+    for n in numbers:
+        assert may_match(factors, fold(text.split("\n")[n - 1])), (factors, n)
     assert matches_a_line(pattern, factors, text, fold(text))
+    holding = lines_holding(factors, fold(text))
+    assert holding is None or numbers <= holding, (numbers, holding)
 
 
 def test_the_detectors_patterns_have_literals_to_test() -> None:
@@ -95,6 +103,15 @@ ALNUM = string.ascii_letters + string.digits
 
 def _token(rnd: random.Random, n: int, alphabet: str = ALNUM) -> str:
     return "".join(rnd.choice(alphabet) for _ in range(n))
+
+
+def test_lines_holding_names_the_lines_that_hold_a_member_of_every_factor() -> None:
+    text = "api key here\nnothing\nthe KEY and the Api\napi alone\nkey\n\nAPIKEY"
+    factors = (frozenset({"api"}), frozenset({"key", "token"}))
+    assert lines_holding(factors, fold(text)) == {1, 3, 7}
+    assert lines_holding((frozenset({"key"}),), fold(text)) == {1, 3, 5, 7}
+    assert lines_holding((frozenset({"absent"}),), fold(text)) == set()
+    assert lines_holding((), fold(text)) is None  # no literal to test: any line may match
 
 
 def _line(rnd: random.Random, kind: str) -> str:

@@ -124,6 +124,32 @@ def matches_a_line(
     return False
 
 
+def lines_holding(factors: tuple[Factor, ...], folded: str) -> set[int] | None:
+    """The numbers (from 1) of the lines of `folded` (a text's `fold`) that hold a member of
+    each of `factors`: the only lines within which the pattern whose `required_literals`
+    these are can match. None without factors: any line may."""
+    if not factors:
+        return None
+    starts: set[int] = set()
+    first, rest = factors[0], factors[1:]
+    for literal in first:
+        at = folded.find(literal)
+        while at != -1:
+            start = folded.rfind("\n", 0, at) + 1
+            end = folded.find("\n", at)
+            end = len(folded) if end == -1 else end
+            if may_match(rest, folded[start:end]):
+                starts.add(start)
+            at = folded.find(literal, end)
+    found: set[int] = set()
+    number, counted = 1, 0
+    for start in sorted(starts):  # each newline before the last line found is counted once
+        number += folded.count("\n", counted, start)
+        counted = start
+        found.add(number)
+    return found
+
+
 def _factors(items: list[tuple[Any, Any]]) -> list[Factor]:
     """Sets of literals, each of which has a member in every match of the sequence `items`."""
     factors: list[Factor] = []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from .adapters.base import MEDIA_TYPES
-from .regex_factors import Factor, fold, matches_a_line, required_literals
+from .regex_factors import Factor, fold, lines_holding, matches_a_line, required_literals
 
 # detect-secrets logs a skipped candidate's value at INFO; nothing it says may reach a log.
 _DS_LOGGER = "detect-secrets"
@@ -114,21 +114,27 @@ def scan_text(path: str, text: str, accepted: Accepted = Accepted()) -> list[Sec
     if path.lower().endswith(".ipynb"):
         text = _NOTEBOOK_MACHINERY.sub(_blanked, text)
     plain = text.split("\n")
-    active = _plugins_for(text)  # once: searching the gates is most of the cost
+    folded = fold(text)
+    active = _plugins_for(text, folded)  # once: searching the gates is most of the cost
+    # The plain lines that may hold a keyword: the keyword patterns are searched in those only.
+    keyed = lines_holding(_keyword_factors(), folded)
     for eager in (False, True):
         lines = _transformed(path, text, eager)
         if lines is None:
             if eager:
                 break
             lines = plain
-        plugins = active if lines is plain else _plugins_for("\n".join(lines))
-        found = _scan_lines(path, lines, plain, accepted, plugins)
+        if lines is plain:
+            found = _scan_lines(path, lines, plain, accepted, active, keyed=keyed)
+        else:
+            joined = "\n".join(lines)
+            found = _scan_lines(path, lines, plain, accepted, _plugins_for(joined, fold(joined)))
         if found:
             return found
     if not any(_is_keyword(p) for p in active):
         return []  # an assignment needs one of the keyword plugin's keywords
     # The values are quoted only once found: the high-entropy plugins' gates do not apply.
-    return _scan_lines(path, plain, plain, accepted, _detector()[0], assignments=True)
+    return _scan_lines(path, plain, plain, accepted, _detector()[0], assignments=True, keyed=keyed)
 
 
 # What Jupyter writes into every notebook and no person does: a cell's random `id` (hex) and
@@ -180,11 +186,13 @@ def _scan_lines(
     plugins: list[Any],
     *,
     assignments: bool = False,
+    keyed: set[int] | None = None,
 ) -> list[SecretFinding]:
     """Findings of the plugins on these lines, through detect-secrets' filters; with
     `assignments`, only of the unquoted `key = value` assignments (`_assignments`). A line a
     transformer made is also judged as the file has it (`plain`): its allowlist comment is
-    on that line, and the transformer does not keep it."""
+    on that line, and the transformer does not keep it. `keyed`: the numbers of the lines
+    that may hold one of the keyword plugin's keywords (`lines_holding`); None: any."""
     from detect_secrets.core.potential_secret import PotentialSecret
 
     _, line_filters, secret_filters, context_filters = _detector()
@@ -199,7 +207,7 @@ def _scan_lines(
         # The plugins run first and the line's filters only where they found something:
         # the same result as upstream's order (filters are predicates), at a fraction of the
         # cost (`is_indirect_reference` alone took 3 ms a line of prose).
-        candidates = find(plugins, path, line, number)
+        candidates = find(plugins, path, line, number, keyed is None or number in keyed)
         if not candidates:
             continue
         context = _snippet(lines, number)
@@ -233,13 +241,13 @@ def _is_keyword(plugin: Any) -> bool:
     return isinstance(plugin, KeywordDetector)
 
 
-def _plugins_for(text: str) -> list[Any]:
+def _plugins_for(text: str, folded: str) -> list[Any]:
     """The plugins that can find anything in `text`: each plugin's own patterns, searched
     once over the whole text (`_gates`), leave out those that cannot match any of its lines.
     The per-line work, Python calls for every plugin and line, is what costs (ADR 0040). A
     pattern is searched only in the lines that hold the literals every match of it holds
-    (`model.regex_factors`): most patterns then cost a few substring searches."""
-    folded = fold(text)
+    (`model.regex_factors`): most patterns then cost a few substring searches. `folded`:
+    the text's `fold`."""
     return [
         plugin
         for plugin, gate in _gates()
@@ -382,12 +390,15 @@ def _line_gates() -> dict[int, re.Pattern[str]]:
     return gates
 
 
-def _candidates(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
+def _candidates(plugins: list[Any], path: str, line: str, number: int, keyed: bool) -> list[Any]:
+    """What the plugins find on the line; `keyed`: whether it may hold a keyword (when it
+    cannot, the keyword plugin, whose gate is the keywords, finds nothing)."""
     gates = _line_gates()
     return [
         (plugin, secret)
         for plugin in plugins
-        if (gate := gates.get(id(plugin))) is None or gate.search(line) is not None
+        if (gate := gates.get(id(plugin))) is None
+        or ((keyed or gate is not _keywords()) and gate.search(line) is not None)
         for secret in plugin.analyze_line(filename=path, line=line, line_number=number)
     ]
 
@@ -400,7 +411,13 @@ def _keywords() -> re.Pattern[str]:
     return re.compile("|".join(DENYLIST), re.IGNORECASE)
 
 
-def _assignments(plugins: list[Any], path: str, line: str, number: int) -> list[Any]:
+@functools.cache
+def _keyword_factors() -> tuple[Factor, ...]:
+    """The literals a line holding one of the keywords holds (`required_literals`)."""
+    return required_literals(_keywords())
+
+
+def _assignments(plugins: list[Any], path: str, line: str, number: int, keyed: bool) -> list[Any]:
     """The high-entropy values assigned to a secret-sounding key on this line, quoted or not
     (`API_KEY=...` in a Markdown or text file).
 
@@ -413,7 +430,7 @@ def _assignments(plugins: list[Any], path: str, line: str, number: int) -> list[
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
 
     out: list[Any] = []
-    if _keywords().search(line) is None:
+    if not keyed or _keywords().search(line) is None:
         return out
     for keyword in (p for p in plugins if isinstance(p, KeywordDetector)):
         for value in keyword.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP):
