@@ -101,9 +101,15 @@ def parse_baseline(raw: str, name: str = "baseline") -> Accepted:
     return Accepted(entries)
 
 
-def scan_text(path: str, text: str, accepted: Accepted = Accepted()) -> list[SecretFinding]:
+def scan_text(
+    path: str,
+    text: str,
+    accepted: Accepted = Accepted(),
+    opened: frozenset[GateKey] | None = None,
+) -> list[SecretFinding]:
     """The secrets in `text` (a file's decoded text, at workspace-relative `path`), one
-    finding per line and kind, those the baseline accepts left out.
+    finding per line and kind, those the baseline accepts left out. `opened`: the gate
+    table's patterns that match in `text` (`table_gates`), when the table applies.
 
     As detect-secrets scans a file: its lines as they are (or as its YAML and INI
     transformers read them), and when they hold nothing, once more as its eager transformer
@@ -113,9 +119,10 @@ def scan_text(path: str, text: str, accepted: Accepted = Accepted()) -> list[Sec
         return []
     if path.lower().endswith(".ipynb"):
         text = _NOTEBOOK_MACHINERY.sub(_blanked, text)
+        opened = None  # of another text
     plain = text.split("\n")
     folded = fold(text)
-    active = _plugins_for(text, folded)  # once: searching the gates is most of the cost
+    active = _plugins_for(text, folded, opened)  # once: searching the gates costs most
     # The plain lines that may hold a keyword: the keyword patterns are searched in those only.
     keyed = lines_holding(_keyword_factors(), folded)
     for eager in (False, True):
@@ -241,41 +248,62 @@ def _is_keyword(plugin: Any) -> bool:
     return isinstance(plugin, KeywordDetector)
 
 
-def _plugins_for(text: str, folded: str) -> list[Any]:
+def _plugins_for(text: str, folded: str, opened: frozenset[GateKey] | None = None) -> list[Any]:
     """The plugins that can find anything in `text`: each plugin's own patterns, searched
     once over the whole text (`_gates`), leave out those that cannot match any of its lines.
     The per-line work, Python calls for every plugin and line, is what costs (ADR 0040). A
     pattern is searched only in the lines that hold the literals every match of it holds
     (`model.regex_factors`): most patterns then cost a few substring searches. `folded`:
-    the text's `fold`."""
+    the text's `fold`; `opened`: the table's patterns known to match (`table_gates`), the
+    others of the table known not to."""
+    known = _table_keys() if opened is not None else frozenset()
+
+    def opens(pattern: re.Pattern[str], factors: tuple[Factor, ...]) -> bool:
+        key = (pattern.pattern, pattern.flags)
+        if opened is not None and key in known:
+            return key in opened
+        return matches_a_line(pattern, factors, text, folded)
+
     return [
         plugin
         for plugin, gate in _gates()
-        if gate is None
-        or any(matches_a_line(pattern, factors, text, folded) for pattern, factors in gate)
+        if gate is None or any(opens(pattern, factors) for pattern, factors in gate)
     ]
 
 
 Gate = list[tuple[re.Pattern[str], tuple[Factor, ...]]]
 
 
-def cleared(path: str, text: str, detectors: str | None) -> bool:
-    """True only when `scan_text(path, text)` finds nothing, known without importing
-    detect-secrets (`detectors`: its installed version, None when unknown).
+GateKey = tuple[str, int]  # a gate pattern's source and flags
+
+
+def table_gates(path: str, text: str, detectors: str | None) -> frozenset[GateKey] | None:
+    """The gate table's patterns that match within a line of `text`, known without
+    importing detect-secrets (`detectors`: its installed version, None when unknown); None
+    when the table does not apply. No pattern at all: `scan_text(path, text)` finds nothing.
 
     The gates as data (`model/gate_table.py`, made by `gate_table_source` for one version of
     detect-secrets): when no pattern of any plugin's gate matches a line, no plugin runs; a
     file of a suffix detect-secrets does not read as YAML, holding a line no INI parser takes,
     gets no transformed lines either; so the scan finds nothing. Anything else (another
-    version, a notebook, another suffix) is left to `scan_text`."""
+    version, a notebook, another suffix) is left to `scan_text`, which is told the patterns
+    found here so as not to search them again."""
     from . import gate_table
 
     if detectors is None or detectors != gate_table.DETECTORS or _NOT_INI.search(text) is None:
-        return False  # a version unknown, or a table that clears nothing (DETECTORS None)
+        return None  # a version unknown, or a table that clears nothing (DETECTORS None)
     if os.path.splitext(path)[1] not in gate_table.PLAIN_SUFFIXES:
-        return False
+        return None
     folded = fold(text)
-    return not any(matches_a_line(p, f, text, folded) for p, f in _table_gates())
+    return frozenset(
+        (p.pattern, p.flags) for p, f in _table_gates() if matches_a_line(p, f, text, folded)
+    )
+
+
+def cleared(path: str, text: str, detectors: str | None) -> bool:
+    """True only when `scan_text(path, text)` finds nothing, known from the gate table
+    (`table_gates`) without importing detect-secrets."""
+    return table_gates(path, text, detectors) == frozenset()
 
 
 @functools.cache
@@ -286,6 +314,11 @@ def _table_gates() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
         (re.compile(source, flags), tuple(frozenset(f) for f in factors))
         for source, flags, factors in gate_table.PATTERNS
     ]
+
+
+@functools.cache
+def _table_keys() -> frozenset[GateKey]:
+    return frozenset((p.pattern, p.flags) for p, _ in _table_gates())
 
 
 # The suffixes of files a knowledge base holds as text, probed for the table: the adapters'

@@ -27,9 +27,9 @@ from ..model.secrets import (
     Accepted,
     BaselineError,
     SecretFinding,
-    cleared,
     load_baseline,
     scan_text,
+    table_gates,
 )
 from ..model.text import Finding
 from ..workspace import Workspace
@@ -41,7 +41,7 @@ class Screen:
     personal_data: str = "report"  # `[ingest] personal_data`
     purged: frozenset[str] = frozenset()  # raw blob addresses that have a tombstone
     # The installed detect-secrets' version (`detectors_version`); None: every file is scanned
-    # in full, none cleared by the gate table alone (`model.secrets.cleared`).
+    # in full, none cleared by the gate table alone (`model.secrets.table_gates`).
     detectors: str | None = None
 
     def fingerprint(self) -> str:
@@ -69,10 +69,11 @@ class Screen:
                     f"these bytes were purged (raw blob {blob}); they are not stored again",
                 )
             ]
+        opened = table_gates(path, text, self.detectors)
         refused = (
             []
-            if cleared(path, text, self.detectors)
-            else [secret_finding(f) for f in scan_text(path, text, self.accepted)]
+            if opened == frozenset()  # cleared: no gate opens
+            else [secret_finding(f) for f in scan_text(path, text, self.accepted, opened)]
         )
         if self.personal_data == "quarantine":
             refused.extend(
