@@ -45,9 +45,9 @@ HAND_MADE = [
 
 
 def _gate_patterns() -> list[re.Pattern[str]]:
-    from raytsystem.model.secrets import _gates
+    from raytsystem.model.secret_gates import gates
 
-    return [pattern for _, gate in _gates() for pattern, _ in gate or ()]
+    return [pattern for _, gate in gates() for pattern, _ in gate or ()]
 
 
 PATTERNS = HAND_MADE + _gate_patterns()
@@ -171,7 +171,7 @@ def test_the_committed_gate_table_is_the_installed_detectors() -> None:
     """`model/gate_table.py` holds the gates of the detect-secrets that uv.lock installs; after
     an upgrade, `uv run python tests/test_secret_gates.py --write` makes it again."""
     from raytsystem.model import gate_table
-    from raytsystem.model.secrets import gate_table_source
+    from raytsystem.model.secret_gates import gate_table_source
 
     made: dict[str, object] = {}
     exec(gate_table_source(), made)
@@ -191,7 +191,8 @@ def test_a_cleared_file_is_one_the_scan_finds_nothing_in(
     seed: int, kinds: list[str], name: str
 ) -> None:
     from raytsystem.model import gate_table
-    from raytsystem.model.secrets import cleared, scan_text
+    from raytsystem.model.secret_gates import cleared
+    from raytsystem.model.secrets import scan_text
 
     rnd = random.Random(seed)
     text = "\n".join(_line(rnd, k) for k in kinds) + "\n"
@@ -201,7 +202,7 @@ def test_a_cleared_file_is_one_the_scan_finds_nothing_in(
 
 def test_prose_is_cleared_and_a_secret_never_is() -> None:
     from raytsystem.model import gate_table
-    from raytsystem.model.secrets import cleared
+    from raytsystem.model.secret_gates import cleared
 
     prose = "# Deploys\n\nThe deploy runs nightly.\nSee the runbook for the steps.\n"
     assert cleared("docs/a.md", prose, gate_table.DETECTORS)
@@ -216,7 +217,7 @@ if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     import subprocess
 
     from raytsystem.model import gate_table
-    from raytsystem.model.secrets import gate_table_source
+    from raytsystem.model.secret_gates import gate_table_source
 
     target = Path(gate_table.__file__)
     target.write_text(gate_table_source(), encoding="utf-8")

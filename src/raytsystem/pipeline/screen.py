@@ -23,13 +23,13 @@ from pathlib import Path
 from ..canonical import digest
 from ..errors import WorkspaceError
 from ..model.personal import scan_personal
+from ..model.secret_gates import table_gates
 from ..model.secrets import (
     Accepted,
     BaselineError,
     SecretFinding,
     load_baseline,
     scan_text,
-    table_gates,
 )
 from ..model.text import Finding
 from ..workspace import Workspace
@@ -41,7 +41,7 @@ class Screen:
     personal_data: str = "report"  # `[ingest] personal_data`
     purged: frozenset[str] = frozenset()  # raw blob addresses that have a tombstone
     # The installed detect-secrets' version (`detectors_version`); None: every file is scanned
-    # in full, none cleared by the gate table alone (`model.secrets.table_gates`).
+    # in full, none cleared by the gate table alone (`model.secret_gates.table_gates`).
     detectors: str | None = None
 
     def fingerprint(self) -> str:
