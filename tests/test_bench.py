@@ -222,12 +222,12 @@ def test_instructions_measure_an_ingest_of_every_file_of_any_folder(tmp_path):
     # Paths the default include globs would not take: the tool puts them under docs/.
     source = tmp_path / "pages" / "common"
     source.mkdir(parents=True)
-    (source / "a.md").write_text("# A\n\nThe first file is the warm-up.\n")
-    # The lead's second file opens the secrets screen's gate (a keyword): the screen imports
-    # detect-secrets for it, once per process, which the measured files must not pay for.
-    (source / "b.md").write_text("# B\n\nThe password policy is in the handbook.\n")
-    for name in "cdefghij":
+    # Only the last file opens the secrets screen's gate (a keyword), and it is measured: the
+    # screen imports detect-secrets for the first such file, once per process, which the
+    # tool's own lead file (`SCREENED`) makes both runs pay, not the measured files.
+    for name in "abcdefghi":
         (source / f"{name}.md").write_text(f"# {name}\n\nOne sentence here. Another one.\n")
+    (source / "j.md").write_text("# J\n\nThe password policy is in the handbook.\n")
     result = measure(tmp_path / "pages", 8)
     assert (result["files"], result["lead_files"]) == (8, 2)
     assert result["parse_instructions_per_file"] > 0

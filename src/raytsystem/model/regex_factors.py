@@ -5,7 +5,7 @@ parser) and returns sets of literal strings such that every text the pattern mat
 holds a member of each set (none: no set worth testing was found). Searching a text for a few
 literals runs in C at memory speed; searching it with a pattern full of optional groups and
 lookbehinds tries every alternative at every position. The secrets screen asks the first
-before the second (`model/secrets.py`).
+before the second (`model/secret_gates.py`, `model/secrets.py`).
 
 The literals are folded (`fold`) and are to be looked for in the folded text (`may_match`): a
 match under `re.IGNORECASE`, or of an inline `(?i:...)`, has its literals in some letter case,
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, Final
 
@@ -110,18 +111,7 @@ def matches_a_line(
         return pattern.search(text) is not None
     if not may_match(factors, folded):
         return False
-    first, rest = factors[0], factors[1:]
-    for literal in first:
-        at = folded.find(literal)
-        while at != -1:
-            start = folded.rfind("\n", 0, at) + 1
-            end = folded.find("\n", at)
-            end = len(folded) if end == -1 else end
-            line = folded[start:end]
-            if may_match(rest, line) and pattern.search(text, start, end):
-                return True
-            at = folded.find(literal, end)
-    return False
+    return any(pattern.search(text, start, end) for start, end in _lines_with(factors, folded))
 
 
 def lines_holding(factors: tuple[Factor, ...], folded: str) -> set[int] | None:
@@ -130,7 +120,18 @@ def lines_holding(factors: tuple[Factor, ...], folded: str) -> set[int] | None:
     these are can match. None without factors: any line may."""
     if not factors:
         return None
-    starts: set[int] = set()
+    found: set[int] = set()
+    number, counted = 1, 0
+    for start in sorted({start for start, _ in _lines_with(factors, folded)}):
+        number += folded.count("\n", counted, start)  # each newline counted once
+        counted = start
+        found.add(number)
+    return found
+
+
+def _lines_with(factors: tuple[Factor, ...], folded: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the lines of `folded` that hold a member of each of `factors` (a line
+    once for each literal of the first factor that it holds)."""
     first, rest = factors[0], factors[1:]
     for literal in first:
         at = folded.find(literal)
@@ -139,15 +140,8 @@ def lines_holding(factors: tuple[Factor, ...], folded: str) -> set[int] | None:
             end = folded.find("\n", at)
             end = len(folded) if end == -1 else end
             if may_match(rest, folded[start:end]):
-                starts.add(start)
+                yield start, end
             at = folded.find(literal, end)
-    found: set[int] = set()
-    number, counted = 1, 0
-    for start in sorted(starts):  # each newline before the last line found is counted once
-        number += folded.count("\n", counted, start)
-        counted = start
-        found.add(number)
-    return found
 
 
 def _factors(items: list[tuple[Any, Any]]) -> list[Factor]:

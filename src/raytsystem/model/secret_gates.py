@@ -106,18 +106,12 @@ def table_gates(path: str, text: str, detectors: str | None) -> frozenset[GateKe
         return None
     folded = fold(text)
     return frozenset(
-        (p.pattern, p.flags) for p, f in _table_gates() if matches_a_line(p, f, text, folded)
+        (p.pattern, p.flags) for p, f in _compiled_table() if matches_a_line(p, f, text, folded)
     )
 
 
-def cleared(path: str, text: str, detectors: str | None) -> bool:
-    """True only when `scan_text(path, text)` finds nothing, known from the gate table
-    (`table_gates`) without importing detect-secrets."""
-    return table_gates(path, text, detectors) == frozenset()
-
-
 @functools.cache
-def _table_gates() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
+def _compiled_table() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
     from . import gate_table
 
     return [
@@ -128,7 +122,7 @@ def _table_gates() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
 
 @functools.cache
 def _table_keys() -> frozenset[GateKey]:
-    return frozenset((p.pattern, p.flags) for p, _ in _table_gates())
+    return frozenset((p.pattern, p.flags) for p, _ in _compiled_table())
 
 
 # The suffixes of files a knowledge base holds as text, probed for the table: the adapters'

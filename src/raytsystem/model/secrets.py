@@ -128,7 +128,7 @@ def scan_text(
     folded = fold(text)
     active = plugins_for(text, folded, opened)  # once: searching the gates costs most
     # The plain lines that may hold a keyword: the keyword patterns are searched in those only.
-    keyed = lines_holding(keyword_factors(), folded)
+    keyword_lines = lines_holding(keyword_factors(), folded)
     for eager in (False, True):
         lines = _transformed(path, text, eager)
         if lines is None:
@@ -136,7 +136,7 @@ def scan_text(
                 break
             lines = plain
         if lines is plain:
-            found = _scan_lines(path, lines, plain, accepted, active, keyed=keyed)
+            found = _scan_lines(path, lines, plain, accepted, active, keyword_lines=keyword_lines)
         else:
             joined = "\n".join(lines)
             found = _scan_lines(path, lines, plain, accepted, plugins_for(joined, fold(joined)))
@@ -145,7 +145,9 @@ def scan_text(
     if not any(is_keyword(p) for p in active):
         return []  # an assignment needs one of the keyword plugin's keywords
     # The values are quoted only once found: the high-entropy plugins' gates do not apply.
-    return _scan_lines(path, plain, plain, accepted, detector()[0], assignments=True, keyed=keyed)
+    return _scan_lines(
+        path, plain, plain, accepted, detector()[0], assignments=True, keyword_lines=keyword_lines
+    )
 
 
 # What Jupyter writes into every notebook and no person does: a cell's random `id` (hex) and
@@ -190,13 +192,14 @@ def _scan_lines(
     plugins: list[Any],
     *,
     assignments: bool = False,
-    keyed: set[int] | None = None,
+    keyword_lines: set[int] | None = None,
 ) -> list[SecretFinding]:
     """Findings of the plugins on these lines, through detect-secrets' filters; with
     `assignments`, only of the unquoted `key = value` assignments (`_assignments`). A line a
     transformer made is also judged as the file has it (`plain`): its allowlist comment is
-    on that line, and the transformer does not keep it. `keyed`: the numbers of the lines
-    that may hold one of the keyword plugin's keywords (`lines_holding`); None: any."""
+    on that line, and the transformer does not keep it. `keyword_lines`: the numbers of the
+    lines of `plain` that may hold one of the keyword plugin's keywords (`lines_holding`),
+    given only when `lines` is `plain`; None: any line may."""
     from detect_secrets.core.potential_secret import PotentialSecret
 
     _, line_filters, secret_filters, context_filters = detector()
@@ -211,7 +214,9 @@ def _scan_lines(
         # The plugins run first and the line's filters only where they found something:
         # the same result as upstream's order (filters are predicates), at a fraction of the
         # cost (`is_indirect_reference` alone took 3 ms a line of prose).
-        candidates = find(plugins, path, line, number, keyed is None or number in keyed)
+        candidates = find(
+            plugins, path, line, number, keyword_lines is None or number in keyword_lines
+        )
         if not candidates:
             continue
         context = _snippet(lines, number)
@@ -239,20 +244,24 @@ def _scan_lines(
     return sorted(found)
 
 
-def _candidates(plugins: list[Any], path: str, line: str, number: int, keyed: bool) -> list[Any]:
-    """What the plugins find on the line; `keyed`: whether it may hold a keyword (when it
-    cannot, the keyword plugin, whose gate is the keywords, finds nothing)."""
+def _candidates(
+    plugins: list[Any], path: str, line: str, number: int, may_hold_keyword: bool
+) -> list[Any]:
+    """What the plugins find on the line; `may_hold_keyword`: False when the line cannot
+    hold a keyword, and so the keyword plugin, whose gate is the keywords, finds nothing."""
     gates = line_gates()
     return [
         (plugin, secret)
         for plugin in plugins
         if (gate := gates.get(id(plugin))) is None
-        or ((keyed or gate is not keywords()) and gate.search(line) is not None)
+        or ((may_hold_keyword or not is_keyword(plugin)) and gate.search(line) is not None)
         for secret in plugin.analyze_line(filename=path, line=line, line_number=number)
     ]
 
 
-def _assignments(plugins: list[Any], path: str, line: str, number: int, keyed: bool) -> list[Any]:
+def _assignments(
+    plugins: list[Any], path: str, line: str, number: int, may_hold_keyword: bool
+) -> list[Any]:
     """The high-entropy values assigned to a secret-sounding key on this line, quoted or not
     (`API_KEY=...` in a Markdown or text file).
 
@@ -265,7 +274,7 @@ def _assignments(plugins: list[Any], path: str, line: str, number: int, keyed: b
     from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, KeywordDetector
 
     out: list[Any] = []
-    if not keyed or keywords().search(line) is None:
+    if not may_hold_keyword or keywords().search(line) is None:
         return out
     for keyword in (p for p in plugins if isinstance(p, KeywordDetector)):
         for value in keyword.analyze_string(line, CONFIG_DENYLIST_REGEX_TO_GROUP):
