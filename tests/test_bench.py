@@ -232,9 +232,9 @@ def test_instructions_measure_an_ingest_of_every_file_of_any_folder(tmp_path):
     assert (result["files"], result["lead_files"]) == (8, 2)
     assert result["parse_instructions_per_file"] > 0
     assert result["ingest_instructions_per_file"] > result["parse_instructions_per_file"]
-    # Importing and configuring detect-secrets costs over a billion instructions; a file of
-    # two sentences, a few million.
-    assert result["ingest_instructions_per_file"] < 100_000_000
+    # Importing and configuring detect-secrets costs some 350 million instructions even from
+    # compiled bytecode (45 million for each of these 8 files); a file of two sentences, 3.
+    assert result["ingest_instructions_per_file"] < 20_000_000
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd")
