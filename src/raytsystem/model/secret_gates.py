@@ -72,12 +72,12 @@ def plugins_for(text: str, folded: str, opened: frozenset[GateKey] | None = None
     (`model.regex_factors`): most patterns then cost a few substring searches. `folded`:
     the text's `fold`; `opened`: the table's patterns known to match (`table_gates`), the
     others of the table known not to."""
-    known = _table_keys() if opened is not None else frozenset()
+    known, found = (_table_keys(), opened) if opened is not None else (frozenset(), frozenset())
 
     def opens(pattern: re.Pattern[str], factors: tuple[Factor, ...]) -> bool:
         key = (pattern.pattern, pattern.flags)
-        if opened is not None and key in known:
-            return key in opened
+        if key in known:
+            return key in found
         return matches_a_line(pattern, factors, text, folded)
 
     return [

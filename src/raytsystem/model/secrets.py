@@ -127,8 +127,9 @@ def scan_text(
     plain = text.split("\n")
     folded = fold(text)
     active = plugins_for(text, folded, opened)  # once: searching the gates costs most
+    keyword_active = any(is_keyword(p) for p in active)
     # The plain lines that may hold a keyword: the keyword patterns are searched in those only.
-    keyword_lines = lines_holding(keyword_factors(), folded)
+    keyword_lines = lines_holding(keyword_factors(), folded) if keyword_active else set()
     for eager in (False, True):
         lines = _transformed(path, text, eager)
         if lines is None:
@@ -142,7 +143,7 @@ def scan_text(
             found = _scan_lines(path, lines, plain, accepted, plugins_for(joined, fold(joined)))
         if found:
             return found
-    if not any(is_keyword(p) for p in active):
+    if not keyword_active:
         return []  # an assignment needs one of the keyword plugin's keywords
     # The values are quoted only once found: the high-entropy plugins' gates do not apply.
     return _scan_lines(
