@@ -22,8 +22,8 @@ from raytsystem.pipeline import compose, ranking
 from raytsystem.pipeline.query import parse_query
 
 RETRY = "# Retry policy\n\nRetry backoff doubles after a failure. Retry backoff waits for the network. Retry backoff stops at ten attempts.\n"
-CLIENT = "# Client\n\nThe client sends requests. Retry backoff guards every request. Retry backoff follows the timeouts. Retry backoff ignores cancelled calls.\n"
-SERVER = "# Server\n\nThe server answers requests. Retry backoff protects the database. Retry backoff slows down loud clients. Retry backoff is logged.\n"
+CLIENT = "# Client\n\nRetry backoff guards every request. Retry backoff follows the timeouts. The client sends requests. Retry backoff ignores cancelled calls.\n"
+SERVER = "# Server\n\nRetry backoff protects the database. Retry backoff slows down loud clients. The server answers requests. Retry backoff is logged.\n"
 REFUNDS = "# Refunds\n\nRefunds take three business days. Refunds go back to the original card. Refunds over five hundred euros need an approval.\n"
 SUPPORT = "# Support\n\nSupport answers tickets on business days. The office is closed on public holidays. Phones are staffed by two teams in turn. Chat messages are kept for a year.\n"
 OPS = "# Operations\n\nBackups run every night at two. Disks are replaced each spring.\n"
@@ -58,9 +58,10 @@ def paths(body: dict[str, Any]) -> list[str]:
 
 
 def test_a_source_past_its_cap_comes_after_the_other_sources_best(kb: Path) -> None:
-    """Three files answer alike; the first ranks a little higher on its own. Without a cap its
-    three sentences come first; with the default cap of 2 its third waits for the others';
-    with 1, each source's best comes first."""
+    """Three files answer alike; the first ranks a little higher on its own: its three
+    sentences are one passage (each other's context, ADR 0012), two of the others' three
+    are. Without a cap its three sentences come first; with the default cap of 2 its third
+    waits for the others'; with 1, each source's best comes first."""
     plain = ask(kb, "retry backoff", "--limit", "6", "--per-source", "50")
     assert paths(plain)[:3] == ["docs/retry.md"] * 3
     capped = ask(kb, "retry backoff", "--limit", "6")

@@ -4,6 +4,7 @@ source's claims agree, and a rebuilt index (other rowids) chooses exactly the sa
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import sqlite3
@@ -21,6 +22,7 @@ from raytsystem.pipeline.query import parse_query
 from raytsystem.storage import index_file
 
 SQLITE = {"RAYTSYSTEM_DATABASE_URL": ""}
+RESETS = "Retry backoff resets after success."
 WORDS = [
     "ledger",
     "index",
@@ -313,10 +315,23 @@ def _rowids(ws: Path) -> dict[str, int]:
         return dict(c.execute("SELECT object_id, rowid FROM docs"))
 
 
+def _claims_in_row_order(ws: Path) -> dict[str, list[str]]:
+    """Each source's claim IDs in rowid order: the order the ranking reads as text order."""
+    path, _ = _current_index(ws)
+    out: dict[str, list[str]] = {}
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
+        for source_id, object_id in c.execute(
+            "SELECT source_id, object_id FROM docs WHERE kind = 'claim' ORDER BY rowid"
+        ):
+            out.setdefault(source_id, []).append(object_id)
+    return out
+
+
 def test_a_rebuilt_index_chooses_the_same_claims(patched: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     shutil.copytree(patched, ws, symlinks=True)
     before, rowids_before = _answers(ws), _rowids(ws)
+    order_before = _claims_in_row_order(ws)
     # The documents are random words, which meet in a sentence only as often as chance puts
     # them there: the gap rule (`meeting.py`) makes some of the questions of several words
     # gaps, and a gap must be a gap in the rebuilt index too (compared below, as answers are).
@@ -326,6 +341,8 @@ def test_a_rebuilt_index_chooses_the_same_claims(patched: Path, tmp_path: Path) 
     assert result.json()["same_as_previous"] is True
     assert _rowids(ws) != rowids_before, "the rebuild must renumber rows for this to test anything"
     assert _answers(ws) == before
+    # Rows read back from the ledger are in text order, as a worker wrote them.
+    assert _claims_in_row_order(ws) == order_before
 
 
 @pytest.mark.parametrize("limit", [1, 3, 7, 20])
@@ -451,3 +468,48 @@ def test_rank_reads_ids_in_few_queries_through_many_near_duplicates() -> None:
     chosen = ranking.rank(conn, found, 5)
     assert [c.claim_id for c in chosen] == [f"clm_{i:08d}" for i in (1, n - 3, n - 2, n - 1, n)]
     assert len(reads) <= 12, len(reads)
+
+
+def test_a_claim_counts_its_neighbours_within_its_source_only() -> None:
+    w = ranking.NEIGHBOUR_WEIGHT
+    assert 0 < w < 1
+    spans = [(1, 3), (4, 6)]
+    assert ranking.in_context({2: 1.0, 3: 2.0}, spans) == {2: 1.0 + w * 2.0, 3: 2.0 + w * 1.0}
+    # Rows 3 and 4 are adjacent rowids but the last row of one source and the first of the
+    # next: not each other's context.
+    assert ranking.in_context({3: 1.0, 4: 5.0}, spans) == {3: 1.0, 4: 5.0}
+    assert ranking.in_context({4: 1.0, 6: 1.0}, spans) == {4: 1.0, 6: 1.0}
+
+
+def test_a_sentence_beside_another_on_the_question_ranks_higher(
+    tmp_path: Path, _workspace_template: Path
+) -> None:
+    """Two sources alike in every count BM25 sees (the same words, lengths and heading), the
+    question's two sentences adjacent in one and apart in the other: the adjacent ones rank
+    first, each raised by the other."""
+    ws = tmp_path / "ws"
+    shutil.copytree(_workspace_template, ws, symlinks=True)
+    other = "Alpha beta gamma delta. Epsilon zeta eta theta."
+    write(ws, "docs/a.md", f"# Notes\n\nRetry backoff doubles each time. {RESETS} {other}\n")
+    write(ws, "docs/b.md", f"# Notes\n\nRetry backoff doubles each round. {other} {RESETS}\n")
+    _ingest(ws)
+    path, generation = _current_index(ws)
+    with index_file.open_index(path, generation) as conn:
+        found = ranking.candidates(conn, parse_query("retry backoff"))
+        ranking.read_statements(conn, found)
+        paths = dict(conn.execute("SELECT source_id, source_path FROM docs WHERE kind = 'source'"))
+    score = {(paths[c.source_id], c.text): c.score for c in found}
+    assert len(score) == 4
+    doubles_a = score["docs/a.md", "Retry backoff doubles each time."]
+    doubles_b = score["docs/b.md", "Retry backoff doubles each round."]
+    assert doubles_a == pytest.approx(score["docs/a.md", RESETS])
+    assert doubles_b == pytest.approx(score["docs/b.md", RESETS])
+    # Each of a.md's is raised by the other (an equal claim score): relevance is the source's
+    # share of the best source (1 for both) plus the claim's of the best claim (a.md's).
+    assert doubles_a > doubles_b
+    assert doubles_a == pytest.approx(2.0)
+    assert doubles_b == pytest.approx(1 + 1 / (1 + ranking.NEIGHBOUR_WEIGHT))
+
+    answer = json.loads(run_cli("query", "retry backoff", "--json", cwd=ws, env=SQLITE).stdout)
+    first = answer["citations"][0]["evidence"][0]
+    assert first["source_path"] == "docs/a.md", answer["citations"]

@@ -116,6 +116,9 @@ def source_rows(
     A source that is a decision record (`model/records.py`) has its role and status on every
     row: `record` on its own row, each claim's and segment's role on theirs.
 
+    `claims` come in text order (`index_rows` sorts those of the ledger), as do their rows:
+    adjacent claim rows are adjacent sentences, each other's context (`ranking.in_context`).
+
     Rows are plain tuples with the fields of `IndexRow`, in order: a worker makes a hundred
     per file and sends them to the writer as they are."""
     rows: list[Row] = []
@@ -317,18 +320,22 @@ def index_rows(
                 SegmentFact(g.id, g.sha256, g.kind, g.heading_path, text[g.start : g.end], g.start)
                 for g in segments.get(norm_id, [])
             ]
-        claims = [
-            ClaimFact(
-                c.claim_id,
-                c.claim_hash,
-                c.status,
-                statements[c.claim_id][1],
-                statements[c.claim_id][0],
-                *located.get(c.claim_id, ("[]", "", 0, 0)),
-            )
-            for c in source.claims
-            if c.status == "confirmed"
-        ]
+        # In text order, as a worker makes them (the ledger's states come in no set order).
+        claims = sorted(
+            (
+                ClaimFact(
+                    c.claim_id,
+                    c.claim_hash,
+                    c.status,
+                    statements[c.claim_id][1],
+                    statements[c.claim_id][0],
+                    *located.get(c.claim_id, ("[]", "", 0, 0)),
+                )
+                for c in source.claims
+                if c.status == "confirmed"
+            ),
+            key=lambda c: (c.start, c.end, c.id),
+        )
         out[source.source_id] = source_rows(
             source.source_id, source.path, norm_id, facts, claims, analyzer
         )

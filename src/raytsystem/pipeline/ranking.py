@@ -17,8 +17,11 @@
    a source that says the question's words together answers only where it does. Such a
    claim of one term ranks with the extracted claims, a manual note's too. Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
-3. relevance = source BM25 / best source + claim BM25 / best claim; manual claims first, then
-   relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
+3. A claim is read with its neighbours: its score is its BM25 plus `NEIGHBOUR_WEIGHT` times
+   that of the claims just before and after it in its source that hold the question too
+   (`in_context`), so a sentence inside a passage about the question outranks the same
+   sentence alone. relevance = source BM25 / best source + claim score / best claim; manual
+   claims first, then relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
    the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
@@ -70,6 +73,8 @@ COMMON_MIN_SOURCES: Final = 200
 CLAIM_TERMS: Final = 2
 # How much the claim's source counts against the claim itself (measured: ADR 0012).
 SOURCE_WEIGHT: Final = 1.0
+# How much each neighbouring claim that holds the question adds to a claim (ADR 0012).
+NEIGHBOUR_WEIGHT: Final = 0.25
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
 EXTRACTED: Final = AUTHORITY_RANK["extracted"]
 OTHER: Final = 9  # an authority the index should not hold
@@ -253,6 +258,7 @@ def candidates(
         scored.update(one_term)
     if not scored:
         return []
+    scored = in_context(scored, spans)
     best_source = max(source_score.values()) or 1.0
     best_claim = max(scored.values()) or 1.0
     lows = [low for low, _ in spans]
@@ -271,6 +277,21 @@ def candidates(
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
         out += records_tiers(conn, in_records, blocks)
+    return out
+
+
+def in_context(scored: Mapping[int, float], spans: list[tuple[int, int]]) -> dict[int, float]:
+    """Each claim's score (`scored`: rowid -> BM25) plus `NEIGHBOUR_WEIGHT` times the scores
+    of the claims on either side of it in its source (`spans`: the sources' blocks, in order),
+    those that are scored. A block's claim rows are its claims in text order
+    (`indexing.source_rows`), so adjacent rowids of one block are adjacent sentences."""
+    lows = [low for low, _ in spans]
+    out = {}
+    for rowid, score in scored.items():
+        low, high = spans[bisect.bisect_right(lows, rowid) - 1]
+        before = scored.get(rowid - 1, 0.0) if rowid > low else 0.0
+        after = scored.get(rowid + 1, 0.0) if rowid < high else 0.0
+        out[rowid] = score + NEIGHBOUR_WEIGHT * (before + after)
     return out
 
 
