@@ -36,7 +36,7 @@ from .ranking import RETIRED_TIER, Candidate, candidates, ordered, read_statemen
 DEFAULT_PER_SOURCE: Final = 2
 MAX_PER_SOURCE: Final = 50
 # What a source's k-th claim past its first `per_source` loses of relevance, times k
-# (relevance runs up to 2: the source's and the claim's BM25, each a share of the best).
+# (relevance runs up to 2: the source's BM25 and the claim's score, each a share of the best).
 DEMOTION: Final = 0.15
 # A claim below this share of the best claim's relevance is not cited.
 CLIFF: Final = 0.4
