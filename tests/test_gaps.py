@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import run_cli, write
 
-from raytsystem.pipeline.meeting import MIN_G, g_statistic
+from raytsystem.pipeline.meeting import KNOWN_WORDS_SOURCES, MIN_G, g_statistic, mostly_unknown
 
 TOPICS = {
     "payments": ["retry", "backoff", "gateway", "refund", "chargeback", "settlement"],
@@ -78,6 +78,52 @@ def test_words_that_meet_only_by_chance_make_a_gap_naming_the_unknown_words(
     answered = _query(topical, "Which gateway retry uses a backoff?")
     assert answered["status"] == "answered"
     assert "docs/payments/" in answered["citations"][0]["evidence"][0]["source_path"]
+
+
+@pytest.fixture
+def many_sources(workspace: Path) -> Path:
+    """The topics' documents, enough of them for a word no source holds to count."""
+    rng = random.Random(5)
+    per_topic = -(-KNOWN_WORDS_SOURCES // len(TOPICS))
+    for topic in TOPICS:
+        for n in range(per_topic):
+            write(workspace, f"docs/{topic}/{n}.md", _document(rng, topic, n))
+    write(workspace, "docs/ops/maintenance.md", MAINTENANCE)
+    result = run_cli("ingest", "--json", cwd=workspace)
+    assert result.code == 0, result.stderr
+    return workspace
+
+
+def test_a_question_mostly_unknown_to_the_knowledge_base_is_a_gap(many_sources: Path) -> None:
+    """Two of the question's words meet, in one sentence of maintenance.md; when as many of
+    its words are in no source of a knowledge base of `KNOWN_WORDS_SOURCES` sources, what it
+    holds is half of what the question asks: a gap, naming the words it does not hold. One
+    unknown word of three is not enough."""
+    answered = _query(many_sources, "patching on sundays for payroll")
+    assert answered["status"] == "answered"
+    assert answered["unmatched_terms"] == ["payroll"]
+    gap = _query(many_sources, "patching on sundays for payroll auditors")
+    assert gap["status"] == "gap" and gap["citations"] == []
+    assert gap["unmatched_terms"] == ["payroll", "auditors"]
+
+
+def test_a_small_knowledge_base_lacks_words_by_its_size(topical: Path) -> None:
+    """33 sources: half the question unknown is no reason for a gap there."""
+    body = _query(topical, "patching on sundays for payroll auditors")
+    assert body["status"] == "answered"
+    assert body["unmatched_terms"] == ["payroll", "auditors"]
+
+
+def test_mostly_unknown_counts_the_terms_no_source_holds() -> None:
+    big, small = KNOWN_WORDS_SOURCES, KNOWN_WORDS_SOURCES - 1
+    assert mostly_unknown(["a", "b"], {"a": 3, "b": 0}, big)
+    assert not mostly_unknown(["a", "b"], {"a": 3, "b": 0}, small)
+    assert not mostly_unknown(["a", "b", "c"], {"a": 3, "b": 1, "c": 0}, big)
+    assert mostly_unknown(["a", "b", "c", "d"], {"a": 3, "b": 1, "c": 0, "d": 0}, big)
+    five = {"a": 3, "b": 1, "c": 2, "d": 0, "e": 0}
+    assert not mostly_unknown(["a", "b", "c", "d", "e"], five, big)
+    # A one-term question is the other rule's (its term must be known).
+    assert not mostly_unknown(["a"], {"a": 0}, big)
 
 
 def test_a_source_whose_sentences_each_hold_one_word_is_found(topical: Path) -> None:

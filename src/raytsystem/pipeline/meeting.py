@@ -20,6 +20,15 @@ file path: a claim judged with its context):
   a question of two or more terms with fewer than two known terms. A one-term question meets
   when its term is known.
 
+Before that test, `mostly_unknown`: in a knowledge base of at least `KNOWN_WORDS_SOURCES`
+sources, a question of two or more terms at least half of which are in no source at all is a
+gap. What the knowledge base holds of it is then the lesser part of what it asks ("A
+deficiency of folate increases blood levels of homocysteine." asked of command-line pages
+knows `increas` and `level` only), and any answer would rest on that part alone. A small
+knowledge base lacks common words ("before", "per") by its size alone, so there a word's
+absence says nothing of the question. The words no source holds are the answer's
+`unmatched_terms`, so such a gap names what to rephrase.
+
 Cost: one FTS5 count per pair tested (at most `MAX_TESTED` choose 2), stopping at the first
 pair that meets; an answerable question usually stops at its first, rarest pair.
 """
@@ -39,6 +48,9 @@ from .claim_scoring import match_expression
 MIN_G: Final = 3.84
 # How many of the question's known terms (the rarest) are tested in pairs.
 MAX_TESTED: Final = 6
+# From how many sources on a word no source holds counts against the question: fewer lack
+# common words by their size alone.
+KNOWN_WORDS_SOURCES: Final = 200
 
 
 def g_statistic(observed: int, expected: float) -> float:
@@ -47,6 +59,15 @@ def g_statistic(observed: int, expected: float) -> float:
     if observed <= expected or expected <= 0:
         return 0.0
     return 2.0 * (observed * math.log(observed / expected) - (observed - expected))
+
+
+def mostly_unknown(query_terms: list[str], in_sources: Mapping[str, int], sources: int) -> bool:
+    """Whether at least half of a question's terms, when it has two or more, are in none of
+    the knowledge base's `sources` (`in_sources`: how many hold each term, `vocabulary` of
+    `sources_fts`), in a knowledge base of at least `KNOWN_WORDS_SOURCES` sources."""
+    if sources < KNOWN_WORDS_SOURCES or len(query_terms) < 2:
+        return False
+    return 2 * sum(1 for t in query_terms if in_sources[t]) <= len(query_terms)
 
 
 def words_meet(

@@ -1,7 +1,8 @@
 """Which claims may answer a question, and in what order (ADR 0012).
 
-0. The gap rule (`meeting.words_meet`): a question of two or more terms is a gap unless two
-   of its words meet in the knowledge base's claims more often than chance would have it
+0. The gap rule (`meeting`): a question of two or more terms is a gap when at least half of
+   its terms are in no source (of a knowledge base of 200 sources or more), or unless two of
+   its words meet in the knowledge base's claims more often than chance would have it
    (a G statistic of at least 3.84 over the claims' rows, p = 0.05), or the knowledge base is
    too small for that to be measurable.
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
@@ -59,7 +60,7 @@ from .claim_scoring import (
     score_claims,
     vocabulary,
 )
-from .meeting import words_meet
+from .meeting import mostly_unknown, words_meet
 
 SOURCE_CANDIDATES: Final = 200
 # A term in more than this share of the sources is not searched for when rarer ones are there
@@ -215,12 +216,14 @@ def candidates(
     """The claims that may answer, with their relevance (see the module's docstring); none
     when the question's words do not meet in the knowledge base (a gap). `df`: how many
     sources hold each term, when the caller has read it already (`vocabulary`)."""
+    df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
+    total = _source_count(conn)
+    if mostly_unknown(query_terms, df, total):
+        return []
     totals = fts_totals(conn, "claims_fts")
     held = vocabulary(conn, "claims_fts", query_terms)
     if not words_meet(conn, query_terms, held, totals[0]):
         return []
-    df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
-    total = _source_count(conn)
     # Words in most sources ("use", "file") weigh almost nothing in BM25 but make FTS5 score
     # a large part of a large index: they are not searched for when rarer words are there
     # (they still count toward coverage and as a claim's second term).
