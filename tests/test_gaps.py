@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import run_cli, write
 
-from raytsystem.pipeline.meeting import KNOWN_WORDS_SOURCES, MIN_G, g_statistic, mostly_unknown
+from raytsystem.pipeline.meeting import KNOWN_WORDS_SOURCES, MIN_G, g_statistic, mostly_unmatched
 
 TOPICS = {
     "payments": ["retry", "backoff", "gateway", "refund", "chargeback", "settlement"],
@@ -94,7 +94,7 @@ def many_sources(workspace: Path) -> Path:
     return workspace
 
 
-def test_a_question_mostly_unknown_to_the_knowledge_base_is_a_gap(many_sources: Path) -> None:
+def test_a_question_mostly_unmatched_in_the_knowledge_base_is_a_gap(many_sources: Path) -> None:
     """Two of the question's words meet, in one sentence of maintenance.md; when as many of
     its words are in no source of a knowledge base of `KNOWN_WORDS_SOURCES` sources, what it
     holds is half of what the question asks: a gap, naming the words it does not hold. One
@@ -114,16 +114,23 @@ def test_a_small_knowledge_base_lacks_words_by_its_size(topical: Path) -> None:
     assert body["unmatched_terms"] == ["payroll", "auditors"]
 
 
-def test_mostly_unknown_counts_the_terms_no_source_holds() -> None:
+def test_mostly_unmatched_counts_the_words_no_source_holds() -> None:
     big, small = KNOWN_WORDS_SOURCES, KNOWN_WORDS_SOURCES - 1
-    assert mostly_unknown(["a", "b"], {"a": 3, "b": 0}, big)
-    assert not mostly_unknown(["a", "b"], {"a": 3, "b": 0}, small)
-    assert not mostly_unknown(["a", "b", "c"], {"a": 3, "b": 1, "c": 0}, big)
-    assert mostly_unknown(["a", "b", "c", "d"], {"a": 3, "b": 1, "c": 0, "d": 0}, big)
+    assert mostly_unmatched(["a", "b"], {"a": 3, "b": 0}, big)
+    assert not mostly_unmatched(["a", "b"], {"a": 3, "b": 0}, small)
+    assert not mostly_unmatched(["a", "b", "c"], {"a": 3, "b": 1, "c": 0}, big)
+    assert mostly_unmatched(["a", "b", "c", "d"], {"a": 3, "b": 1, "c": 0, "d": 0}, big)
     five = {"a": 3, "b": 1, "c": 2, "d": 0, "e": 0}
-    assert not mostly_unknown(["a", "b", "c", "d", "e"], five, big)
+    assert not mostly_unmatched(["a", "b", "c", "d", "e"], five, big)
     # A one-term question is the other rule's (its term must be known).
-    assert not mostly_unknown(["a"], {"a": 0}, big)
+    assert not mostly_unmatched(["a"], {"a": 0}, big)
+    # Chinese bigrams are pieces of words: 搜索文本's 索文 spans two words and is in no source;
+    # only the words count (none here but the Latin one, known).
+    zh = {"搜索": 40, "索文": 0, "文本": 12, "grep": 3}
+    assert not mostly_unmatched(["搜索", "索文", "文本", "grep"], zh, big)
+    # A phrase term (a Japanese or Korean word of three or more characters) is a word.
+    ja = {"フォ ォル ルダ": 0, "圧縮": 0, "zip": 5}
+    assert mostly_unmatched(["フォ ォル ルダ", "圧縮", "zip"], ja, big)
 
 
 def test_a_source_whose_sentences_each_hold_one_word_is_found(topical: Path) -> None:

@@ -513,3 +513,35 @@ def test_a_sentence_beside_another_on_the_question_ranks_higher(
     answer = json.loads(run_cli("query", "retry backoff", "--json", cwd=ws, env=SQLITE).stdout)
     first = answer["citations"][0]["evidence"][0]
     assert first["source_path"] == "docs/a.md", answer["citations"]
+
+
+def test_claims_read_back_from_the_ledger_are_written_in_text_order(patched: Path) -> None:
+    """`index_rows` writes a source's claim rows in text order, as the workers wrote them,
+    whatever order the ledger gives its claim states in (here reversed): the ranking reads
+    adjacent rows as adjacent sentences."""
+    from raytsystem.api import Session
+    from raytsystem.pipeline.indexing import SourceForIndex, index_rows
+    from raytsystem.storage import generations, states
+
+    written = _claims_in_row_order(patched)
+    session = Session.open(patched)
+    with session.ledger().reading() as conn:
+        current = generations.head(conn)
+        assert current is not None
+        active = states.active_sources(conn, current.number).values()
+        claims = states.claim_states(conn, current.number, [a.source_id for a in active])
+        sources = [
+            SourceForIndex(
+                a.source_id,
+                a.path,
+                a.normalization_id,
+                [c for _, c in reversed(claims.get(a.source_id, []))],
+            )
+            for a in active
+        ]
+        rows = index_rows(conn, session.blobs, sources)
+    rebuilt = {
+        sid: [r[1] for r in source_rows if r[0] == "claim"] for sid, source_rows in rows.items()
+    }
+    assert {sid: ids for sid, ids in rebuilt.items() if ids} == written
+    assert sum(1 for ids in written.values() if len(ids) > 1) >= 10

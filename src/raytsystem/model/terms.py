@@ -471,6 +471,11 @@ def query_terms(text: str) -> list[str]:
     return found or terms(text, drop_stopwords=True)
 
 
+def has_cjk(text: str) -> bool:
+    """Whether `text` holds a character of a script written without spaces (CJK)."""
+    return _HAS_CJK.search(text) is not None
+
+
 def term_text(text: str) -> str:
     """Terms joined by spaces: the form stored in the FTS5 columns."""
     if text.isascii():

@@ -20,14 +20,19 @@ file path: a claim judged with its context):
   a question of two or more terms with fewer than two known terms. A one-term question meets
   when its term is known.
 
-Before that test, `mostly_unknown`: in a knowledge base of at least `KNOWN_WORDS_SOURCES`
-sources, a question of two or more terms at least half of which are in no source at all is a
+Before that test, `mostly_unmatched`: in a knowledge base of at least `KNOWN_WORDS_SOURCES`
+sources, a question at least half of whose words are in no source at all (unmatched, as the
+answer's `unmatched_terms` lists them: a source's whole text counts, not only its claims) is a
 gap. What the knowledge base holds of it is then the lesser part of what it asks ("A
 deficiency of folate increases blood levels of homocysteine." asked of command-line pages
-knows `increas` and `level` only), and any answer would rest on that part alone. A small
-knowledge base lacks common words ("before", "per") by its size alone, so there a word's
-absence says nothing of the question. The words no source holds are the answer's
-`unmatched_terms`, so such a gap names what to rephrase.
+holds `increas` and `level` only), and any answer would rest on that part alone. The words
+counted are the terms but CJK terms of two characters: a Chinese question's bigrams are
+pieces of words (one across two words, such as 索文 in 搜索文本, is often in no source while
+both words are), and a two-character Japanese word looks alike; a longer Japanese or Korean
+word is one phrase term and counts. A question of two or three words with an
+unmatched one has fewer than two known terms and is a gap by the pair test anyway. A small
+knowledge base lacks common words ("before", "per") by its size alone: there a word's
+absence says nothing of the question.
 
 Cost: one FTS5 count per pair tested (at most `MAX_TESTED` choose 2), stopping at the first
 pair that meets; an answerable question usually stops at its first, rarest pair.
@@ -42,6 +47,7 @@ from itertools import combinations
 from typing import Final
 
 from ..errors import IntegrityError
+from ..model.terms import has_cjk
 from .claim_scoring import match_expression
 
 # The G statistic a pair must reach: chi-square with 1 degree of freedom at p = 0.05.
@@ -61,13 +67,15 @@ def g_statistic(observed: int, expected: float) -> float:
     return 2.0 * (observed * math.log(observed / expected) - (observed - expected))
 
 
-def mostly_unknown(query_terms: list[str], in_sources: Mapping[str, int], sources: int) -> bool:
-    """Whether at least half of a question's terms, when it has two or more, are in none of
-    the knowledge base's `sources` (`in_sources`: how many hold each term, `vocabulary` of
-    `sources_fts`), in a knowledge base of at least `KNOWN_WORDS_SOURCES` sources."""
-    if sources < KNOWN_WORDS_SOURCES or len(query_terms) < 2:
+def mostly_unmatched(query_terms: list[str], in_sources: Mapping[str, int], sources: int) -> bool:
+    """Whether at least half of a question's words (its terms but CJK bigrams), when it
+    has two or more, are in none of the knowledge base's `sources` (`in_sources`: how many
+    hold each term, `vocabulary` of `sources_fts`), in a knowledge base of at least
+    `KNOWN_WORDS_SOURCES` sources."""
+    words = [t for t in query_terms if " " in t or not has_cjk(t)]
+    if sources < KNOWN_WORDS_SOURCES or len(words) < 2:
         return False
-    return 2 * sum(1 for t in query_terms if in_sources[t]) <= len(query_terms)
+    return 2 * sum(1 for t in words if in_sources[t]) <= len(words)
 
 
 def words_meet(

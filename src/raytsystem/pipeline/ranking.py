@@ -1,10 +1,11 @@
 """Which claims may answer a question, and in what order (ADR 0012).
 
-0. The gap rule (`meeting`): a question of two or more terms is a gap when at least half of
-   its terms are in no source (of a knowledge base of 200 sources or more), or unless two of
-   its words meet in the knowledge base's claims more often than chance would have it
-   (a G statistic of at least 3.84 over the claims' rows, p = 0.05), or the knowledge base is
-   too small for that to be measurable.
+0. The gap rules (`meeting`). In a knowledge base of `meeting.KNOWN_WORDS_SOURCES` sources
+   or more, a question at least half of whose words are in no source is a gap
+   (`mostly_unmatched`). And a question of two or more terms is a gap unless two of its words meet in the
+   knowledge base's claims more often than chance would have it (a G statistic of at least
+   3.84 over the claims' rows, p = 0.05) or the knowledge base is too small for that to be
+   measurable (`words_meet`).
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
@@ -19,11 +20,11 @@
    claim of one term ranks with the extracted claims, a manual note's too. Its BM25 is
    computed with FTS5's formula and statistics, for these claims alone (`claim_scoring`).
 3. A claim is read with its neighbours: its score is its BM25 plus `NEIGHBOUR_WEIGHT` times
-   that of the claims just before and after it in its source that hold the question too
+   that of the claims just before and after it in its source that may answer too
    (`in_context`), so a sentence inside a passage about the question outranks the same
    sentence alone. relevance = source BM25 / best source + claim score / best claim; manual
-   claims first, then relevance, then claim ID (`ordered`). Which of them an answer cites (the relevance cliff,
-   the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
+   claims first, then relevance, then claim ID (`ordered`). Which of them an answer cites
+   (the relevance cliff, the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
    stated) ranks with the manual claims; a
@@ -32,8 +33,9 @@
    context); every claim of a retired record (superseded, deprecated, rejected) comes after
    all other claims.
 
-Everything is deterministic for the same index content: rowids (which differ between an
-incrementally patched index and a rebuilt one) never decide an order.
+Everything is deterministic for the same index content: rowid values (which differ between
+an incrementally patched index and a rebuilt one) never decide an order; which claim rows of a
+source are adjacent does, and every index writes them in text order (index format 11).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from .claim_scoring import (
     score_claims,
     vocabulary,
 )
-from .meeting import mostly_unknown, words_meet
+from .meeting import mostly_unmatched, words_meet
 
 SOURCE_CANDIDATES: Final = 200
 # A term in more than this share of the sources is not searched for when rarer ones are there
@@ -218,7 +220,7 @@ def candidates(
     sources hold each term, when the caller has read it already (`vocabulary`)."""
     df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
     total = _source_count(conn)
-    if mostly_unknown(query_terms, df, total):
+    if mostly_unmatched(query_terms, df, total):
         return []
     totals = fts_totals(conn, "claims_fts")
     held = vocabulary(conn, "claims_fts", query_terms)

@@ -41,7 +41,9 @@ import blake3
 from ..canonical import digest
 from ..errors import IntegrityError, NotFound
 
-FORMAT: Final = "10"
+# 11: a source's claim rows are its claims in text order (the ranking reads adjacent rows as
+# adjacent sentences, ADR 0012); the rows themselves are format 10's.
+FORMAT: Final = "11"
 # The ledger records the rows digests of the index format named by its `index_format` setting
 # (none: format 9, the first whose digests it recorded, migration 0004). A digest recorded for
 # another format says nothing about this format's rows: it reads as not recorded (ADR 0041).
