@@ -1,6 +1,7 @@
 """Words meet across their forms and scripts, end to end through `raytsystem query`
-(model/terms.py; ADR 0036): compounds and their parts, Russian noun forms, and Japanese words
-that do not match through a particle."""
+(model/terms.py; ADR 0036): compounds and their parts, Russian noun forms, Japanese words
+that do not match through a particle, and Chinese words that do not match through a bigram
+across two of them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from conftest import run_cli, write
 
 from raytsystem.model.terms import query_terms, terms
+from raytsystem.pipeline.query import word_terms
 
 
 def cited(ws: Path, question: str) -> list[str]:
@@ -35,6 +37,20 @@ def kb(workspace: Path) -> Path:
         "docs/ls.md": "# ls\n\nファイルを一覧表示します。\n",
         "docs/cat.md": "# cat\n\nファイルを表示します。\n",
         "docs/gzip.md": "# gzip\n\nファイルを圧縮します。\n",
+        "docs/pdfgrep.md": "# pdfgrep\n\n在 PDF 文件中搜索文本。\n",
+        "docs/find.md": "# find\n\n按名称搜索文件。\n",
+        "docs/ugrep.md": "# ugrep\n\n递归搜索文件。\n",
+        "docs/web.md": "# web\n\n在网页上搜索。\n",
+        "docs/cat-zh.md": "# cat\n\n打印文本。\n",
+        "docs/tr.md": "# tr\n\n替换文本中的字符。\n",
+        "docs/wc.md": "# wc\n\n统计文本的行数。\n",
+        "docs/web2.md": "# web\n\n搜索网页。\n",
+        # Sentences on other things: without them, two words in one sentence of so few are
+        # no more than chance (the gap rule, `meeting.py`).
+        "docs/grep-zh.md": "# grep\n\n在文件中搜索文本模式。\n",
+        "docs/misc-zh.md": "# 其他\n\n"
+        + "".join(f"第{n}行显示当前时间。" for n in range(80))
+        + "\n",
     }
     for path, text in files.items():
         write(workspace, path, text)
@@ -62,6 +78,41 @@ def test_a_japanese_question_does_not_match_through_its_particle(kb: Path) -> No
     assert cited(kb, "ファイルを圧縮する") == ["docs/gzip.md"]
     # Each page is still found by its own words.
     assert set(cited(kb, "ファイル")) == {"docs/ls.md", "docs/cat.md", "docs/gzip.md"}
+
+
+def test_a_chinese_question_does_not_match_through_a_bigram_across_its_words(kb: Path) -> None:
+    """搜索文本 ("search text") is the bigrams 搜索 索文 文本; 索文 spans the two words, and the
+    lines on 搜索文件 ("search files") hold it with 搜索: two of three terms. It is held by
+    fewer sources than either word beside it, so it is left out: only the lines that hold
+    both words answer."""
+    body = json.loads(run_cli("query", "搜索文本", "--json", cwd=kb).stdout)
+    assert body["query_terms"] == ["搜索", "文本"]
+    cited_paths = [c["evidence"][0]["source_path"] for c in body["citations"]]
+    assert sorted(cited_paths) == ["docs/grep-zh.md", "docs/pdfgrep.md"]
+
+
+def test_word_terms_leave_out_the_rarer_bigram_between_two_others() -> None:
+    held = {"授予": 4, "予文": 0, "文件": 567, "件权": 4, "权限": 33}
+    assert word_terms(list(held), held) == ["授予", "文件", "权限"]
+    # A three-character word has no bigram between two others: nothing is left out.
+    assert word_terms(["数据", "据库"], {"数据": 90, "据库": 3}) == ["数据", "据库"]
+    # Held by as many sources as a neighbour: kept (复制文件, "copy files", is common).
+    assert word_terms(["复制", "制文", "文件"], {"复制": 28, "制文": 28, "文件": 567}) == [
+        "复制",
+        "制文",
+        "文件",
+    ]
+    # Only a run's overlapping bigrams: other terms, and bigrams of separate runs, stay.
+    assert word_terms(["压缩", "gzip", "文件"], {"压缩": 9, "gzip": 1, "文件": 99}) == [
+        "压缩",
+        "gzip",
+        "文件",
+    ]
+    assert word_terms(["文件", "件夹", "夹子"], {"文件": 9, "件夹": 9, "夹子": 9}) == [
+        "文件",
+        "件夹",
+        "夹子",
+    ]
 
 
 def test_terms_are_the_same_in_a_fresh_process() -> None:

@@ -471,6 +471,14 @@ def query_terms(text: str) -> list[str]:
     return found or terms(text, drop_stopwords=True)
 
 
+_HAN_BIGRAM: Final = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]{2}")
+
+
+def is_han_bigram(term: str) -> bool:
+    """Whether a term is two Han characters (a bigram of a Chinese run, or a two-kanji word)."""
+    return _HAN_BIGRAM.fullmatch(term) is not None
+
+
 def has_cjk(text: str) -> bool:
     """Whether `text` holds a character of a script written without spaces (CJK)."""
     return _HAS_CJK.search(text) is not None

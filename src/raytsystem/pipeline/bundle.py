@@ -34,8 +34,8 @@ from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
 from .chain import Checker
-from .claim_scoring import WEIGHTS, match_expression
-from .query import parse_query, record_fields, verify_chosen
+from .claim_scoring import WEIGHTS, match_expression, vocabulary
+from .query import parse_query, record_fields, verify_chosen, word_terms
 from .ranking import choose
 
 MAX_CLAIMS: Final = 40
@@ -53,7 +53,7 @@ def estimate_tokens(value: Any) -> int:
 def _claim_items(
     checker: Checker, conn: Any, terms: list[str], number: int
 ) -> list[dict[str, Any]]:
-    chosen = choose(conn, terms, MAX_CLAIMS)
+    chosen = choose(conn, word_terms(terms, vocabulary(conn, "sources_fts", terms)), MAX_CLAIMS)
     if not chosen:
         return []
     views = verify_chosen(checker, chosen, number, conn)

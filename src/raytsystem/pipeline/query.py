@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import IntegrityError, UsageError
-from ..model.terms import query_terms, terms
+from ..model.terms import is_han_bigram, query_terms, terms
 from ..storage import chains, index_file
 from ..storage.blobs import BlobStore
 from ..storage.generations import GenerationRef, head, target_generation
@@ -60,6 +60,32 @@ def parse_query(text: str) -> list[str]:
             code="query_too_many_terms",
         )
     return distinct
+
+
+def word_terms(query_terms: list[str], holding: Mapping[str, int]) -> list[str]:
+    """The question's terms less those bigrams of a Chinese run that are taken to span two
+    words (`holding`: how many sources hold each term, `vocabulary` of `sources_fts`).
+
+    Chinese is written without spaces, and a question's run is overlapping bigrams (ADR 0036):
+    in 搜索文本 ("search text"), 索文 spans 搜索 and 文本, and a line on 搜索文件 ("search
+    files") holds it and 搜索, two of the three terms. A bigram across a word boundary is held
+    only where the two words stand together, so it is rarer than the bigrams beside it; one
+    inside a word is held wherever the word is. So a bigram between two others of its run is
+    left out when fewer sources hold it than hold either of them. The index is unchanged."""
+    out = []
+    for i, term in enumerate(query_terms):
+        if 0 < i < len(query_terms) - 1 and is_han_bigram(term):
+            before, after = query_terms[i - 1], query_terms[i + 1]
+            if (
+                is_han_bigram(before)
+                and is_han_bigram(after)
+                and before[1] == term[0]
+                and term[1] == after[0]
+                and holding[term] < min(holding[before], holding[after])
+            ):
+                continue
+        out.append(term)
+    return out
 
 
 def utf16_offset(text: str, index: int) -> int:
@@ -269,6 +295,8 @@ def query(
     answer, citations = "", list[Citation]()
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
         found_in = vocabulary(conn, "sources_fts", query_terms)
+        query_terms = word_terms(query_terms, found_in)
+        found_in = {t: found_in[t] for t in query_terms}
         unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
         chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
         faults.point("query.after_search")
