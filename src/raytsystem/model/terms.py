@@ -22,7 +22,8 @@ runs (particles, inflections) and keeps a katakana or Hangul word of three or mo
 as one phrase term (its bigrams, space-separated: FTS5 matches them as consecutive tokens), so
 that `ファイル` counts as one word of the question, not three; in a Japanese question (one with
 kana) a kanji run is such a word as well (`一覧表示`). Chinese questions stay bigrams: without
-kana there is no word boundary to see.
+kana there is no word boundary to see in the text; the query leaves out those a knowledge
+base's statistics show to span two words (`pipeline.query.word_terms`).
 
 Terms are only ever letters and digits (a phrase: terms and single spaces), so a query's terms
 can be quoted into an FTS5 MATCH expression without any way to express an operator.
