@@ -102,6 +102,11 @@ Services write logs in many formats, and nobody on call can search what the serv
 Chosen option: "structlog", because its events are JSON.
 """
 
+BACKUPS = """# Backups
+
+PostgreSQL backups keep a retention of thirty days.
+"""
+
 PLAIN = """# Operations
 
 The job queue is watched by the operations team, who page on a backlog of jobs.
@@ -184,6 +189,24 @@ def test_superseded_record_is_marked_and_ranks_below_its_successor(records: Path
     # Below every claim of a record in force and of any other file.
     last_current = max(i for i, p in enumerate(paths) if p != "decisions/0003-job-queue.md")
     assert last_current < paths.index("decisions/0003-job-queue.md")
+
+
+def test_a_decision_holding_one_word_of_the_question_is_not_promoted(workspace: Path) -> None:
+    """A record's decision ranks with the manual claims when it answers; one that holds a
+    single word of a longer question (its record has no sentence holding two) is a passing
+    mention, cited after another source's sentence that holds the question."""
+    write(workspace, "decisions/0007-orders-database.md", NYGARD)
+    write(workspace, "docs/backups.md", BACKUPS)
+    assert run_cli("ingest", cwd=workspace).code == 0
+    # The record holds two of the three words, each in a sentence of its own: its decision
+    # (postgresql) and a consequence (night); backups.md says two of them together.
+    citations = ask(workspace, "postgresql night retention")
+    assert [path_of(c) for c in citations] == [
+        "docs/backups.md",
+        "decisions/0007-orders-database.md",
+        "decisions/0007-orders-database.md",
+    ]
+    assert citations[2]["claim"]["role"] == "decision"
 
 
 def test_a_file_that_is_not_a_record_has_no_role(records: Path) -> None:

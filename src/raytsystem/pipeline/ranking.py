@@ -27,7 +27,7 @@
    (the relevance cliff, the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
-   stated) ranks with the manual claims; a
+   stated) ranks with the manual claims, unless it is a claim of one term (2.); a
    record whose decision is stated in at most `OUTCOME_CLAIMS` sentences has them cited, just
    before its best claim, whenever any of its claims may answer (its considered options, its
    context); every claim of a retired record (superseded, deprecated, rejected) comes after
@@ -45,7 +45,7 @@ import heapq
 import itertools
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -281,7 +281,7 @@ def candidates(
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
-        out += records_tiers(conn, in_records, blocks)
+        out += records_tiers(conn, in_records, blocks, one_term)
     return out
 
 
@@ -324,9 +324,12 @@ def records_tiers(
     conn: sqlite3.Connection,
     in_records: dict[int, list[Candidate]],
     blocks: list[tuple[int, int, str, str | None, str, str]],
+    one_term: Container[int] = (),
 ) -> list[Candidate]:
     """Tier the candidates of decision records (`in_records`: block -> its candidates) and
-    return the outcome claims brought in for them (see the module's docstring, 4).
+    return the outcome claims brought in for them (see the module's docstring, 4). A decision
+    that holds one term of the question (`one_term`: such claims' rowids) is not promoted: it
+    ranks as the extracted claim it is, as any other passing mention does.
 
     Reads the roles of these candidates and, per record, up to `OUTCOME_CLAIMS` + 1 decision
     claims of its block: the cost follows the records among the passing sources."""
@@ -342,7 +345,9 @@ def records_tiers(
         for c in found:
             if status in RETIRED:
                 c.tier = RETIRED_TIER
-            elif roles.get(c.rowid) == "decision" and status in IN_FORCE:
+            elif (
+                roles.get(c.rowid) == "decision" and status in IN_FORCE and c.rowid not in one_term
+            ):
                 c.tier = AUTHORITY_RANK["manual"]
         outcome = [
             r
