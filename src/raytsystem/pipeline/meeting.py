@@ -29,8 +29,8 @@ holds `increas` and `level` only), and any answer would rest on that part alone.
 counted are the terms but CJK terms of two characters: a Chinese question's bigrams are
 pieces of words (one across two words, such as 索文 in 搜索文本, is often in no source while
 both words are), and a two-character Japanese word looks alike; a longer Japanese or Korean
-word is one phrase term and counts. A question of two or three words with an
-unmatched one has fewer than two known terms and is a gap by the pair test anyway. A small
+word is one phrase term and counts. A question of two or three words half of which are
+unmatched has at most one known term and is a gap by the pair test anyway. A small
 knowledge base lacks common words ("before", "per") by its size alone: there a word's
 absence says nothing of the question.
 
