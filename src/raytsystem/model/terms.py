@@ -43,13 +43,13 @@ from typing import Final
 import Stemmer
 
 _RUN: Final = re.compile(r"[^\W_]+")
+_HAN_CLASS: Final = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 # Scripts written without spaces between words.
 _CJK_CLASS: Final = (
     "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
-    "\uac00-\ud7af"  # Hangul syllables
+    + _HAN_CLASS
+    + "\uac00-\ud7af"  # Hangul syllables
     "\u31f0-\u31ff\uff66-\uff9f"  # Katakana extensions, half-width
-    "\U00020000-\U0002fa1f"
 )
 _SPLIT: Final = re.compile(f"([{_CJK_CLASS}]+)")
 _HIRAGANA: Final = "\u3040-\u309f"
@@ -472,7 +472,7 @@ def query_terms(text: str) -> list[str]:
     return found or terms(text, drop_stopwords=True)
 
 
-_HAN_BIGRAM: Final = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]{2}")
+_HAN_BIGRAM: Final = re.compile(f"[{_HAN_CLASS}]{{2}}")
 
 
 def is_han_bigram(term: str) -> bool:

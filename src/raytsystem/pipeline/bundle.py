@@ -34,8 +34,8 @@ from ..storage.blobs import BlobStore
 from ..storage.generations import target_generation
 from ..storage.reader import Reader
 from .chain import Checker
-from .claim_scoring import WEIGHTS, match_expression, vocabulary
-from .query import parse_query, record_fields, verify_chosen, word_terms
+from .claim_scoring import WEIGHTS, match_expression
+from .query import parse_query, record_fields, searched_terms, verify_chosen
 from .ranking import choose
 
 MAX_CLAIMS: Final = 40
@@ -53,7 +53,8 @@ def estimate_tokens(value: Any) -> int:
 def _claim_items(
     checker: Checker, conn: Any, terms: list[str], number: int
 ) -> list[dict[str, Any]]:
-    chosen = choose(conn, word_terms(terms, vocabulary(conn, "sources_fts", terms)), MAX_CLAIMS)
+    searched, holding = searched_terms(conn, terms)
+    chosen = choose(conn, searched, MAX_CLAIMS, holding)
     if not chosen:
         return []
     views = verify_chosen(checker, chosen, number, conn)

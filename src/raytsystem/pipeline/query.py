@@ -62,6 +62,15 @@ def parse_query(text: str) -> list[str]:
     return distinct
 
 
+def searched_terms(
+    conn: sqlite3.Connection, query_terms: list[str]
+) -> tuple[list[str], dict[str, int]]:
+    """The terms `query` and `bundle` search for a question's terms (`word_terms`), and how
+    many sources hold each of the question's terms (`vocabulary` of `sources_fts`)."""
+    holding = vocabulary(conn, "sources_fts", query_terms)
+    return word_terms(query_terms, holding), holding
+
+
 def word_terms(query_terms: list[str], holding: Mapping[str, int]) -> list[str]:
     """The question's terms less those bigrams of a Chinese run that are taken to span two
     words (`holding`: how many sources hold each term, `vocabulary` of `sources_fts`).
@@ -294,9 +303,7 @@ def query(
     path = index_file.index_path(index_dir, target.number, target.hash)
     answer, citations = "", list[Citation]()
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
-        found_in = vocabulary(conn, "sources_fts", query_terms)
-        query_terms = word_terms(query_terms, found_in)
-        found_in = {t: found_in[t] for t in query_terms}
+        query_terms, found_in = searched_terms(conn, query_terms)
         unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
         chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
         faults.point("query.after_search")

@@ -2,10 +2,10 @@
 
 0. The gap rules (`meeting`). In a knowledge base of `meeting.KNOWN_WORDS_SOURCES` sources
    or more, a question at least half of whose words are in no source is a gap
-   (`mostly_unmatched`). And a question of two or more terms is a gap unless two of its words meet in the
-   knowledge base's claims more often than chance would have it (a G statistic of at least
-   3.84 over the claims' rows, p = 0.05) or the knowledge base is too small for that to be
-   measurable (`words_meet`).
+   (`mostly_unmatched`). And a question of two or more terms is a gap unless two of its words
+   meet in the knowledge base's claims more often than chance would have it (a G statistic
+   of at least 3.84 over the claims' rows, p = 0.05) or the knowledge base is too small for
+   that to be measurable (`words_meet`).
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
@@ -197,8 +197,8 @@ def _passing_sources(
 ) -> list[tuple[int, str, float]]:
     """(rowid, source ID, BM25 as a positive score) of the `best` sources that hold
     `required_coverage` of the question's IDF weight (over `total` sources), in `best`'s
-    order."""
-    idf = _source_idf(df, total)
+    order. `df` may hold other terms than the question's: only the question's count."""
+    idf = _source_idf({t: df[t] for t in query_terms}, total)
     weight = sum(idf.values()) or 1.0
     covered = dict.fromkeys((r for r, _, _ in best), 0.0)
     for term in query_terms:
@@ -286,16 +286,16 @@ def candidates(
 
 
 def in_context(scored: Mapping[int, float], spans: list[tuple[int, int]]) -> dict[int, float]:
-    """Each claim's score (`scored`: rowid -> BM25) plus `NEIGHBOUR_WEIGHT` times the scores
-    of the claims on either side of it in its source (`spans`: the sources' blocks, in order),
+    """Each claim's score (`scored`: rowid -> BM25, claims of the `spans` blocks) plus
+    `NEIGHBOUR_WEIGHT` times the scores of the claims on either side of it in its source,
     those that are scored. A block's claim rows are its claims in text order
-    (`indexing.source_rows`), so adjacent rowids of one block are adjacent sentences."""
-    lows = [low for low, _ in spans]
+    (`indexing.source_rows`), so adjacent rowids of one block are adjacent sentences; a row
+    next to a block's first row is another source's."""
+    starts = {low for low, _ in spans}
     out = {}
     for rowid, score in scored.items():
-        low, high = spans[bisect.bisect_right(lows, rowid) - 1]
-        before = scored.get(rowid - 1, 0.0) if rowid > low else 0.0
-        after = scored.get(rowid + 1, 0.0) if rowid < high else 0.0
+        before = 0.0 if rowid in starts else scored.get(rowid - 1, 0.0)
+        after = 0.0 if rowid + 1 in starts else scored.get(rowid + 1, 0.0)
         out[rowid] = score + NEIGHBOUR_WEIGHT * (before + after)
     return out
 
@@ -324,7 +324,7 @@ def records_tiers(
     conn: sqlite3.Connection,
     in_records: dict[int, list[Candidate]],
     blocks: list[tuple[int, int, str, str | None, str, str]],
-    one_term: Container[int] = (),
+    one_term: Container[int],
 ) -> list[Candidate]:
     """Tier the candidates of decision records (`in_records`: block -> its candidates) and
     return the outcome claims brought in for them (see the module's docstring, 4). A decision
@@ -444,10 +444,16 @@ def rank(conn: sqlite3.Connection, found: list[Candidate], limit: int) -> list[C
     return chosen
 
 
-def choose(conn: sqlite3.Connection, query_terms: list[str], limit: int) -> list[Candidate]:
+def choose(
+    conn: sqlite3.Connection,
+    query_terms: list[str],
+    limit: int,
+    df: Mapping[str, int] | None = None,
+) -> list[Candidate]:
     """The `limit` best claims for the question in the plain order (a bundle's: no cliff, no
-    cap per source, near-duplicates dropped), with what the index says each one states."""
-    chosen = rank(conn, candidates(conn, query_terms), limit)
+    cap per source, near-duplicates dropped), with what the index says each one states
+    (`df`: as `candidates` takes it)."""
+    chosen = rank(conn, candidates(conn, query_terms, df), limit)
     read_statements(conn, chosen)
     return chosen
 
