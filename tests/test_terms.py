@@ -45,6 +45,14 @@ def test_a_question_keeps_a_katakana_word_as_one_phrase_and_drops_hiragana() -> 
     assert query_terms("the compressed archives") == ["compress", "archiv"]
 
 
+def test_a_question_drops_function_words_of_every_kind() -> None:
+    """Auxiliaries, pronouns and quantifiers say nothing of what is asked: a line holding
+    "all" and one word of the question is not a line holding two of its words."""
+    assert query_terms("Show all environment variables") == ["show", "environ", "variabl"]
+    assert query_terms("What year did the Berlin Wall fall?") == ["year", "berlin", "wall", "fall"]
+    assert query_terms("Could he have been there?") == []
+
+
 def test_compounds_meet_their_parts() -> None:
     """filenames, file names, file-name and filename are the same two terms."""
     assert terms("filenames") == terms("file names") == terms("file-name") == ["file", "name"]
