@@ -1,10 +1,11 @@
 """The secrets screen's shortcuts find what the full scan finds (ADR 0040).
 
-`model.regex_factors` lets a pattern be searched only in the lines that hold the literals every
-match of it holds (in a whole text, and line by line: `lines_holding`), and `model.secrets` skips detect-secrets' INI transformers on text they
-cannot parse. Both are one-sided by construction; these tests hold them to it: literals that a
-generated match lacks, a fold that differs from the regex engine's, or a skipped transformer
-that would have found something, each fail here.
+`model.regex_factors` lets a pattern be searched only in a text that holds the runs, and in the
+lines that hold the literals, every match of it holds (in a whole text, and line by line:
+`lines_holding`), and `model.secrets` skips detect-secrets' INI transformers on text they
+cannot parse. Both are one-sided by construction; these tests hold them to it: literals or a
+run that a generated match lacks, a fold that differs from the regex engine's, or a skipped
+transformer that would have found something, each fail here.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from raytsystem.model.regex_factors import (
+    Needs,
+    Probe,
     fold,
     lines_holding,
     matches_a_line,
     may_match,
+    needs,
     required_literals,
 )
+from raytsystem.model.regex_runs import RUN_KINDS, Run, required_runs
 
 # Patterns with the constructs the analysis must get right: case-insensitive and inline-flag
 # literals, branches with an empty alternative, optional and repeated groups, lookarounds,
@@ -41,6 +46,11 @@ HAND_MADE = [
     re.compile(r"(?<![a-z])[A-Z]{2}xyzq+"),
     re.compile(r"(a|b)c\1"),
     re.compile(r"BEGIN (?:RSA|EC) PRIVATE KEY", re.IGNORECASE),
+    re.compile(r"(?<![\w.])(?:(?:25[0-5]|1?[0-9]?[0-9])\.){3}[0-9]{1,3}(?::\d{1,5})?"),
+    re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}"),
+    re.compile(r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}"),
+    re.compile(r"(['\"])([0-9a-f]{7,})(\1)", re.IGNORECASE),
+    re.compile(r"(?i:x)[a-z]{9}"),
 ]
 
 
@@ -56,18 +66,23 @@ PATTERNS = HAND_MADE + _gate_patterns()
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:40])
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_every_match_holds_the_required_literals(
+def test_every_match_holds_the_required_literals_and_runs(
     pattern: re.Pattern[str], data: st.DataObject
 ) -> None:
-    factors = required_literals(pattern)
+    needed = needs(pattern)
+    factors = needed.factors
     match = data.draw(st.from_regex(pattern, fullmatch=False))
-    before = data.draw(st.text(alphabet=string.printable, max_size=40))
+    # Before the match: prose, printable ASCII or any text, so that lines of non-ASCII come
+    # before the one that matches (the run test maps offsets through UTF-8).
+    before = data.draw(st.text(alphabet=string.printable, max_size=40) | st.text(max_size=40))
     text = before + "\n" + match
     numbers = {n for n, line in enumerate(text.split("\n"), 1) if pattern.search(line)}
     assume(numbers)  # a match within one line (the plugins read one line at a time)
     for n in numbers:
-        assert may_match(factors, fold(text.split("\n")[n - 1])), (factors, n)
-    assert matches_a_line(pattern, factors, text, fold(text))
+        line = text.split("\n")[n - 1]
+        assert may_match(factors, fold(line)), (factors, n)
+        assert all(Probe(line).has_run(run) for run in needed.runs), (needed.runs, line)
+    assert matches_a_line(pattern, needed, Probe(text))
     holding = lines_holding(factors, fold(text))
     assert holding is None or numbers <= holding, (numbers, holding)
 
@@ -77,7 +92,43 @@ def test_the_detectors_patterns_have_literals_to_test() -> None:
     with_literals = [p for p in _gate_patterns() if required_literals(p)]
     assert len(with_literals) >= 0.7 * len(_gate_patterns())
     keyword = re.compile("password|api_?key|secret", re.IGNORECASE)
-    assert required_literals(keyword) == (frozenset({"password", "api", "secret"}),)
+    assert required_literals(keyword) == (frozenset({"password", "apikey", "api_key", "secret"}),)
+
+
+def test_the_patterns_without_literals_have_a_run() -> None:
+    """The patterns searched at every position of a text, for want of a literal, are those a
+    run test saves most on: each has one, of the narrowest kind its characters allow."""
+    without = [p for p in _gate_patterns() if not required_literals(p)]
+    assert without and all(required_runs(p) for p in without), without
+    kinds = {members: i for i, (members, _) in enumerate(RUN_KINDS)}
+    digits, tokens = kinds[frozenset("0123456789.")], 3
+    (ip,) = required_runs(HAND_MADE[-5])  # an IPv4 address, its port optional: 7 of [0-9.]
+    assert (kinds[ip.members], ip.shortest, ip.wide) == (digits, 7, False)
+    # \d may be a digit of any script: the narrow part after it is the better test.
+    (token,) = required_runs(HAND_MADE[-4])
+    assert (kinds[token.members], token.shortest, token.wide) == (tokens, 35, False)
+    (wide,) = required_runs(HAND_MADE[-3])
+    assert wide.shortest == 24 and wide.wide
+    # A back reference ends a run; under IGNORECASE a letter may be ſ or the Kelvin sign.
+    (quoted,) = required_runs(HAND_MADE[-2])
+    assert quoted.shortest == 7 and quoted.wide
+    assert required_runs(re.compile(r"ab\s+cd")) == ()  # a space may be in it: no test
+
+
+def test_a_run_is_found_in_the_bytes_and_its_lines_in_the_text() -> None:
+    run = Run(frozenset("0123456789."), 7, False)
+    wide = Run(frozenset("0123456789."), 7, True)
+    text = "Version 1.2.3 ships.\nÜber 10.0.0.1 und\n数字 1234567\nnone"
+    probe = Probe(text)
+    assert probe.has_run(run)
+    assert [text[s:e] for s, e in probe.lines_with(run)] == ["Über 10.0.0.1 und", "数字 1234567"]
+    assert not Probe("Version 1.2.3 ships. Über 10.0.0 und").has_run(run)
+    # Wide: a character outside ASCII may be a member, and counts as each of its bytes.
+    assert Probe("٣٣٣٣").has_run(wide) and not Probe("٣٣٣٣").has_run(run)
+    pattern = re.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}")
+    needed = Needs((), (run,))
+    assert matches_a_line(pattern, needed, probe)
+    assert not matches_a_line(pattern, needed, Probe("a 1.2.3.\n4 b 12345.6"))
 
 
 def test_fold_compares_letters_as_the_regex_engine_does() -> None:

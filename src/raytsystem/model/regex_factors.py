@@ -13,31 +13,20 @@ and folding both sides as the regex engine compares letters (each character's si
 case, and the engine's own extra equivalences such as ſ and s) makes the test hold for every
 case at once. The test is one-sided by construction: when it says no, the pattern cannot
 match; when it says yes, the pattern is searched as before.
+
+A pattern with no literal to test is tested for the run of characters its matches hold
+instead (`model.regex_runs`). `Probe` prepares a text once for both tests, whatever the
+patterns asked about it.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterator
-from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-
-def _stdlib(name: str) -> ModuleType | None:
-    """A module of the standard library's regex engine; None where it is not (then no
-    shortcut: the patterns are searched as they are)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:  # pragma: no cover
-        return None
-
-
-_sre_parse: Any = _stdlib("re._parser")  # its parser (`sre_parse` before Python 3.11)
-_sre: Any = _stdlib("re._constants")
-_EXTRA_CASES: dict[int, tuple[int, ...]] = dict(
-    getattr(_stdlib("re._compiler"), "_EXTRA_CASES", {})
-)
+from .regex_runs import MEMBER, Run, required_runs, run_table
+from .regex_tree import ATOMIC, CONSTANTS, EXTRA_CASES, PARSER, REPEATS
 
 # A set of literals is worth testing when its shortest is at least this long and it is not
 # too large to test quickly.
@@ -46,20 +35,13 @@ MOST: Final = 64
 
 Factor = frozenset[str]
 
-_REPEATS: Final = tuple(
-    getattr(_sre, name)
-    for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-    if _sre is not None and hasattr(_sre, name)
-)
-_ATOMIC: Final = getattr(_sre, "ATOMIC_GROUP", object())
-
 
 def _fold_tables() -> tuple[dict[int, str], dict[int, str]]:
     """(before, after) `str.lower()`: U+0130 is the one letter whose full lower case (what
     `str.lower` gives) is two characters where the engine's simple one is `i`; the engine's
     extra equivalences are mapped to one member of each class."""
     classes: dict[int, set[int]] = {}
-    for code, extras in _EXTRA_CASES.items():
+    for code, extras in EXTRA_CASES.items():
         merged = {code, *extras}
         for member in list(merged):
             merged |= classes.get(member, set())
@@ -85,10 +67,10 @@ def fold(text: str) -> str:
 
 def required_literals(pattern: re.Pattern[str]) -> tuple[Factor, ...]:
     """Sets of folded literals; every match of `pattern` contains a member of each."""
-    if _sre_parse is None or not _EXTRA_CASES:
+    if PARSER is None or not EXTRA_CASES:
         return ()
     try:
-        tree = _sre_parse.parse(pattern.pattern, pattern.flags)
+        tree = PARSER.parse(pattern.pattern, pattern.flags)
     except Exception:  # a pattern this parser reads otherwise: no shortcut
         return ()
     found = {_minimal(f) for f in _factors(list(tree)) if _usable(f)}
@@ -101,17 +83,96 @@ def may_match(factors: tuple[Factor, ...], folded_text: str) -> bool:
     return all(any(lit in folded_text for lit in factor) for factor in factors)
 
 
-def matches_a_line(
-    pattern: re.Pattern[str], factors: tuple[Factor, ...], text: str, folded: str
-) -> bool:
-    """Whether `pattern` matches within one of the lines of `text` (`folded` is its `fold`,
-    which has the same length and lines), searching only the lines that hold a member of
-    each of its `factors` (`required_literals`); without factors, the whole text."""
-    if not factors:
-        return pattern.search(text) is not None
-    if not may_match(factors, folded):
+class Needs(NamedTuple):
+    """What every match of a pattern holds: a member of each factor, and each run."""
+
+    factors: tuple[Factor, ...]
+    runs: tuple[Run, ...]
+
+
+def needs(pattern: re.Pattern[str]) -> Needs:
+    return Needs(required_literals(pattern), required_runs(pattern))
+
+
+class Probe:
+    """One text as the cheap tests read it, each part prepared once for all the patterns
+    asked about it: its `fold`, its UTF-8 bytes mapped for each kind of run, and which
+    literals it holds."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.folded = fold(text)
+        self._holds: dict[str, bool] = {}
+        self._mapped: dict[tuple[frozenset[str], bool], bytes] = {}
+        self._utf8: bytes | None = None
+
+    def may_match(self, factors: tuple[Factor, ...]) -> bool:
+        """`may_match(factors, self.folded)`, each literal searched for once per text."""
+        holds = self._holds
+        for factor in factors:
+            for literal in factor:
+                found = holds.get(literal)
+                if found is None:
+                    found = holds[literal] = literal in self.folded
+                if found:
+                    break
+            else:
+                return False
+        return True
+
+    def has_run(self, run: Run) -> bool:
+        """False only when no match of a pattern of which `run` is a required run can be in
+        the text."""
+        key = (run.members, run.wide)
+        mapped = self._mapped.get(key)
+        if mapped is None:
+            if self._utf8 is None:
+                self._utf8 = self.text.encode("utf-8", "surrogatepass")
+            mapped = self._mapped[key] = self._utf8.translate(run_table(*key))
+        return MEMBER * run.shortest in mapped
+
+    def lines_with(self, run: Run) -> Iterator[tuple[int, int]]:
+        """(start, end) of the lines of the text that hold `run`, once `has_run` said that it
+        does. Found in the mapped UTF-8 bytes, where lines end at the same newlines; offsets
+        are turned into the text's by decoding the bytes between them (never in ASCII)."""
+        assert self._utf8 is not None
+        utf8, mapped = self._utf8, self._mapped[(run.members, run.wide)]
+        needle = MEMBER * run.shortest
+        ascii_only = len(utf8) == len(self.text)
+        char, byte = 0, 0  # a character's offset and its first byte's
+        at = mapped.find(needle)
+        while at != -1:
+            start = utf8.rfind(b"\n", 0, at) + 1
+            end = utf8.find(b"\n", at)
+            end = len(utf8) if end == -1 else end
+            if ascii_only:
+                yield start, end
+            else:
+                char += len(utf8[byte:start].decode("utf-8", "surrogatepass"))
+                length = len(utf8[start:end].decode("utf-8", "surrogatepass"))
+                yield char, char + length
+                char, byte = char + length, end
+            at = mapped.find(needle, end)
+
+
+def matches_a_line(pattern: re.Pattern[str], needs: Needs, probe: Probe) -> bool:
+    """Whether `pattern` matches within one of the lines of `probe`'s text: never when the
+    text lacks one of its `needs`' runs; else searched only in the lines that hold a member of
+    each of its factors (`required_literals`); without factors, in the lines that hold its
+    run, or the whole text."""
+    if not all(probe.has_run(run) for run in needs.runs):
         return False
-    return any(pattern.search(text, start, end) for start, end in _lines_with(factors, folded))
+    if not needs.factors:
+        if needs.runs:
+            lines = probe.lines_with(needs.runs[0])
+            return any(pattern.search(probe.text, start, end) for start, end in lines)
+        return pattern.search(probe.text) is not None
+    if not probe.may_match(needs.factors):
+        return False
+    return any(
+        pattern.search(probe.text, start, end)
+        for start, end in _lines_with(needs.factors, probe.folded)
+    )
 
 
 def lines_holding(factors: tuple[Factor, ...], folded: str) -> set[int] | None:
@@ -147,27 +208,32 @@ def _lines_with(factors: tuple[Factor, ...], folded: str) -> Iterator[tuple[int,
 def _factors(items: list[tuple[Any, Any]]) -> list[Factor]:
     """Sets of literals, each of which has a member in every match of the sequence `items`."""
     factors: list[Factor] = []
-    run: list[str] = []
+    run = [""]  # the literal run so far, in each of its spellings (`api_?key`: two)
 
     def close() -> None:
-        if run:
-            factors.append(frozenset({fold("".join(run))}))
-            run.clear()
+        spellings = {fold(spelling) for spelling in run}
+        if "" not in spellings:
+            factors.append(frozenset(spellings))
+        run[:] = [""]
 
     for op, av in items:
-        if op is _sre.LITERAL:
-            run.append(chr(av))
+        if op is CONSTANTS.LITERAL:
+            run[:] = [spelling + chr(av) for spelling in run]
+            continue
+        optional = _optional_literal(op, av)
+        if optional is not None and 2 * len(run) <= MOST:
+            run[:] = [spelling + piece for spelling in run for piece in ("", optional)]
             continue
         close()
-        if op is _sre.SUBPATTERN:
+        if op is CONSTANTS.SUBPATTERN:
             factors.extend(_factors(list(av[-1])))
-        elif op is _ATOMIC:
+        elif op is ATOMIC:
             factors.extend(_factors(list(av)))
-        elif op in _REPEATS:
+        elif op in REPEATS:
             low, _high, body = av
             if low >= 1:
                 factors.extend(_factors(list(body)))
-        elif op is _sre.BRANCH:
+        elif op is CONSTANTS.BRANCH:
             union: set[str] = set()
             for alternative in av[1]:
                 best = _best(_factors(list(alternative)))
@@ -180,6 +246,22 @@ def _factors(items: list[tuple[Any, Any]]) -> list[Factor]:
         # requires no literal and ends the literal run.
     close()
     return factors
+
+
+def _optional_literal(op: Any, av: Any) -> str | None:
+    """The literal of an optional literal (`_?`, `(?:-v)?`), else None."""
+    if op not in REPEATS or av[0] != 0 or av[1] != 1:
+        return None
+    body = list(av[2])
+    if (
+        len(body) == 1
+        and body[0][0] is CONSTANTS.SUBPATTERN
+        and not (body[0][1][1] or body[0][1][2])
+    ):
+        body = list(body[0][1][-1])
+    if not body or any(node_op is not CONSTANTS.LITERAL for node_op, _ in body):
+        return None
+    return "".join(chr(code) for _, code in body)
 
 
 def _usable(factor: Factor) -> bool:

@@ -20,7 +20,8 @@ import re
 from typing import Any, Final, cast
 
 from .adapters.base import MEDIA_TYPES
-from .regex_factors import Factor, fold, matches_a_line, required_literals
+from .regex_factors import Factor, Needs, Probe, matches_a_line, needs, required_literals
+from .regex_runs import RUN_KINDS, Run
 
 # detect-secrets logs a skipped candidate's value at INFO; nothing it says may reach a log.
 _DS_LOGGER = "detect-secrets"
@@ -31,7 +32,7 @@ _DS_LOGGER = "detect-secrets"
 NOT_INI: Final = re.compile(r"^(?![\s#;\[])[^=:\n]*$", re.MULTILINE)
 
 GateKey = tuple[str, int]  # a gate pattern's source and flags
-Gate = list[tuple[re.Pattern[str], tuple[Factor, ...]]]
+Gate = list[tuple[re.Pattern[str], Needs]]
 
 
 @functools.cache
@@ -64,26 +65,26 @@ def is_keyword(plugin: Any) -> bool:
     return isinstance(plugin, KeywordDetector)
 
 
-def plugins_for(text: str, folded: str, opened: frozenset[GateKey] | None = None) -> list[Any]:
+def plugins_for(probe: Probe, opened: frozenset[GateKey] | None = None) -> list[Any]:
     """The plugins that can find anything in `text`: each plugin's own patterns, searched
     once over the whole text (`gates`), leave out those that cannot match any of its lines.
     The per-line work, Python calls for every plugin and line, is what costs (ADR 0040). A
-    pattern is searched only in the lines that hold the literals every match of it holds
-    (`model.regex_factors`): most patterns then cost a few substring searches. `folded`:
-    the text's `fold`; `opened`: the table's patterns known to match (`table_gates`), the
-    others of the table known not to."""
+    pattern is searched only in a text that holds the runs and in the lines that hold the
+    literals every match of it holds (`model.regex_factors`): most patterns then cost a few
+    substring searches. `probe`: the text; `opened`: the table's patterns known to match
+    (`table_gates`), the others of the table known not to."""
     known, found = (_table_keys(), opened) if opened is not None else (frozenset(), frozenset())
 
-    def opens(pattern: re.Pattern[str], factors: tuple[Factor, ...]) -> bool:
+    def opens(pattern: re.Pattern[str], needed: Needs) -> bool:
         key = (pattern.pattern, pattern.flags)
         if key in known:
             return key in found
-        return matches_a_line(pattern, factors, text, folded)
+        return matches_a_line(pattern, needed, probe)
 
     return [
         plugin
         for plugin, gate in gates()
-        if gate is None or any(opens(pattern, factors) for pattern, factors in gate)
+        if gate is None or any(opens(pattern, needed) for pattern, needed in gate)
     ]
 
 
@@ -104,19 +105,26 @@ def table_gates(path: str, text: str, detectors: str | None) -> frozenset[GateKe
         return None  # a version unknown, or a table that clears nothing (DETECTORS None)
     if os.path.splitext(path)[1] not in gate_table.PLAIN_SUFFIXES:
         return None
-    folded = fold(text)
+    probe = Probe(text)
     return frozenset(
-        (p.pattern, p.flags) for p, f in _compiled_table() if matches_a_line(p, f, text, folded)
+        (p.pattern, p.flags) for p, n in _compiled_table() if matches_a_line(p, n, probe)
     )
 
 
 @functools.cache
-def _compiled_table() -> list[tuple[re.Pattern[str], tuple[Factor, ...]]]:
+def _compiled_table() -> list[tuple[re.Pattern[str], Needs]]:
+    """The table's patterns with what their matches need, as the table has it."""
     from . import gate_table
 
     return [
-        (re.compile(source, flags), tuple(frozenset(f) for f in factors))
-        for source, flags, factors in gate_table.PATTERNS
+        (
+            re.compile(source, flags),
+            Needs(
+                tuple(frozenset(f) for f in factors),
+                tuple(Run(RUN_KINDS[k][0], shortest, wide) for k, shortest, wide in runs),
+            ),
+        )
+        for source, flags, factors, runs in gate_table.PATTERNS
     ]
 
 
@@ -147,19 +155,29 @@ def gate_table_source() -> str:
 
     from detect_secrets.util.filetype import FileType, determine_file_type
 
-    patterns: list[tuple[str, int, list[list[str]]]] = []
+    kinds = {members: i for i, (members, _) in enumerate(RUN_KINDS)}
+    patterns: list[tuple[str, int, list[list[str]], list[tuple[int, int, bool]]]] = []
     for _, gate in gates():
         if gate is None:  # a plugin that always runs: nothing is ever cleared
             patterns = []
             break
-        patterns += [(p.pattern, int(p.flags), [sorted(f) for f in factors]) for p, factors in gate]
+        patterns += [
+            (
+                p.pattern,
+                int(p.flags),
+                [sorted(f) for f in n.factors],
+                [(kinds[r.members], r.shortest, r.wide) for r in n.runs],
+            )
+            for p, n in gate
+        ]
     plain = [s for s in _PROBED_SUFFIXES if determine_file_type(f"file{s}") != FileType.YAML]
     return (
         '"""The secrets screen\'s gates as data, for `model.secret_gates.table_gates`: generated by\n'
         '`model.secret_gates.gate_table_source`; do not edit."""\n\n'
         f"DETECTORS: str | None = {metadata.version('detect-secrets') if patterns else None!r}\n"
         f"PLAIN_SUFFIXES: frozenset[str] = frozenset({plain!r})\n"
-        "PATTERNS: list[tuple[str, int, list[list[str]]]] = [\n"
+        "# (pattern, flags, its literal factors, its runs as (kind in RUN_KINDS, shortest, wide))\n"
+        "PATTERNS: list[tuple[str, int, list[list[str]], list[tuple[int, int, bool]]]] = [\n"
         + "".join(f"    {entry!r},\n" for entry in patterns)
         + "]\n"
     )
@@ -190,7 +208,7 @@ def gates() -> list[tuple[Any, Gate | None]]:
         elif isinstance(plugin, HighEntropyStringsPlugin):
             patterns = [_long_quoted(plugin)]
         compiled = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in patterns or ()]
-        gates.append((plugin, [(p, required_literals(p)) for p in compiled] or None))
+        gates.append((plugin, [(p, needs(p)) for p in compiled] or None))
     return gates
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
-from .regex_factors import fold, lines_holding
+from .regex_factors import Probe, lines_holding
 from .secret_gates import (
     NOT_INI,
     GateKey,
@@ -125,11 +125,11 @@ def scan_text(
         text = _NOTEBOOK_MACHINERY.sub(_blanked, text)
         opened = None  # of another text
     plain = text.split("\n")
-    folded = fold(text)
-    active = plugins_for(text, folded, opened)  # once: searching the gates costs most
+    probe = Probe(text)
+    active = plugins_for(probe, opened)  # once: searching the gates costs most
     keyword_active = any(is_keyword(p) for p in active)
     # The plain lines that may hold a keyword: the keyword patterns are searched in those only.
-    keyword_lines = lines_holding(keyword_factors(), folded) if keyword_active else set()
+    keyword_lines = lines_holding(keyword_factors(), probe.folded) if keyword_active else set()
     for eager in (False, True):
         lines = _transformed(path, text, eager)
         if lines is None:
@@ -140,7 +140,7 @@ def scan_text(
             found = _scan_lines(path, lines, plain, accepted, active, keyword_lines=keyword_lines)
         else:
             joined = "\n".join(lines)
-            found = _scan_lines(path, lines, plain, accepted, plugins_for(joined, fold(joined)))
+            found = _scan_lines(path, lines, plain, accepted, plugins_for(Probe(joined)))
         if found:
             return found
     if not keyword_active:
