@@ -46,12 +46,14 @@ HAND_MADE = [
     re.compile(r"(?<![a-z])[A-Z]{2}xyzq+"),
     re.compile(r"(a|b)c\1"),
     re.compile(r"BEGIN (?:RSA|EC) PRIVATE KEY", re.IGNORECASE),
-    re.compile(r"(?<![\w.])(?:(?:25[0-5]|1?[0-9]?[0-9])\.){3}[0-9]{1,3}(?::\d{1,5})?"),
-    re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}"),
-    re.compile(r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}"),
-    re.compile(r"(['\"])([0-9a-f]{7,})(\1)", re.IGNORECASE),
     re.compile(r"(?i:x)[a-z]{9}"),
 ]
+# Patterns with no literal to test, only a run of characters.
+IPV4 = re.compile(r"(?<![\w.])(?:(?:25[0-5]|1?[0-9]?[0-9])\.){3}[0-9]{1,3}(?::\d{1,5})?")
+TOKEN_AFTER_DIGITS = re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}")
+UNICODE_CLASS = re.compile(r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}")
+QUOTED_HEX = re.compile(r"(['\"])([0-9a-f]{7,})(\1)", re.IGNORECASE)
+HAND_MADE += [IPV4, TOKEN_AFTER_DIGITS, UNICODE_CLASS, QUOTED_HEX]
 
 
 def _gate_patterns() -> list[re.Pattern[str]]:
@@ -100,17 +102,17 @@ def test_the_patterns_without_literals_have_a_run() -> None:
     run test saves most on: each has one, of the narrowest kind its characters allow."""
     without = [p for p in _gate_patterns() if not required_literals(p)]
     assert without and all(required_runs(p) for p in without), without
-    kinds = {members: i for i, (members, _) in enumerate(RUN_KINDS)}
-    digits, tokens = kinds[frozenset("0123456789.")], 3
-    (ip,) = required_runs(HAND_MADE[-5])  # an IPv4 address, its port optional: 7 of [0-9.]
-    assert (kinds[ip.members], ip.shortest, ip.wide) == (digits, 7, False)
+    digits = frozenset("0123456789.")
+    tokens = frozenset(string.ascii_letters + string.digits + "_-")
+    assert {digits, tokens} <= {members for members, _ in RUN_KINDS}
+    (ip,) = required_runs(IPV4)  # its port optional, its octets 1 to 3 digits: 7 of [0-9.]
+    assert ip == Run(digits, 7, False)
     # \d may be a digit of any script: the narrow part after it is the better test.
-    (token,) = required_runs(HAND_MADE[-4])
-    assert (kinds[token.members], token.shortest, token.wide) == (tokens, 35, False)
-    (wide,) = required_runs(HAND_MADE[-3])
+    assert required_runs(TOKEN_AFTER_DIGITS) == (Run(tokens, 35, False),)
+    (wide,) = required_runs(UNICODE_CLASS)
     assert wide.shortest == 24 and wide.wide
     # A back reference ends a run; under IGNORECASE a letter may be ſ or the Kelvin sign.
-    (quoted,) = required_runs(HAND_MADE[-2])
+    (quoted,) = required_runs(QUOTED_HEX)
     assert quoted.shortest == 7 and quoted.wide
     assert required_runs(re.compile(r"ab\s+cd")) == ()  # a space may be in it: no test
 

@@ -14,9 +14,9 @@ case, and the engine's own extra equivalences such as ſ and s) makes the test h
 case at once. The test is one-sided by construction: when it says no, the pattern cannot
 match; when it says yes, the pattern is searched as before.
 
-A pattern with no literal to test is tested for the run of characters its matches hold
-instead (`model.regex_runs`). `Probe` prepares a text once for both tests, whatever the
-patterns asked about it.
+Before that, a pattern is tested for the run of characters its matches hold
+(`model.regex_runs`): the only cheap test of a pattern with no literal, such as an IP
+address. `Probe` prepares a text once for both tests, whatever the patterns asked about it.
 """
 
 from __future__ import annotations
@@ -84,13 +84,15 @@ def may_match(factors: tuple[Factor, ...], folded_text: str) -> bool:
 
 
 class Needs(NamedTuple):
-    """What every match of a pattern holds: a member of each factor, and each run."""
+    """What every match of a pattern holds: a member of each factor, and each run (at most
+    one: `required_runs`)."""
 
     factors: tuple[Factor, ...]
     runs: tuple[Run, ...]
 
 
 def needs(pattern: re.Pattern[str]) -> Needs:
+    """The literals and the run every match of `pattern` holds."""
     return Needs(required_literals(pattern), required_runs(pattern))
 
 
@@ -123,20 +125,13 @@ class Probe:
     def has_run(self, run: Run) -> bool:
         """False only when no match of a pattern of which `run` is a required run can be in
         the text."""
-        key = (run.members, run.wide)
-        mapped = self._mapped.get(key)
-        if mapped is None:
-            if self._utf8 is None:
-                self._utf8 = self.text.encode("utf-8", "surrogatepass")
-            mapped = self._mapped[key] = self._utf8.translate(run_table(*key))
-        return MEMBER * run.shortest in mapped
+        return MEMBER * run.shortest in self._mapped_for(run)[1]
 
     def lines_with(self, run: Run) -> Iterator[tuple[int, int]]:
-        """(start, end) of the lines of the text that hold `run`, once `has_run` said that it
-        does. Found in the mapped UTF-8 bytes, where lines end at the same newlines; offsets
-        are turned into the text's by decoding the bytes between them (never in ASCII)."""
-        assert self._utf8 is not None
-        utf8, mapped = self._utf8, self._mapped[(run.members, run.wide)]
+        """(start, end) of the lines of the text that hold `run`. Found in the mapped UTF-8
+        bytes, where lines end at the same newlines; offsets are turned into the text's by
+        decoding the bytes between them (never in ASCII)."""
+        utf8, mapped = self._mapped_for(run)
         needle = MEMBER * run.shortest
         ascii_only = len(utf8) == len(self.text)
         char, byte = 0, 0  # a character's offset and its first byte's
@@ -154,24 +149,35 @@ class Probe:
                 char, byte = char + length, end
             at = mapped.find(needle, end)
 
+    def _mapped_for(self, run: Run) -> tuple[bytes, bytes]:
+        """The text's UTF-8 bytes, and those bytes mapped onto members of `run`'s kind or not
+        (each made once per text)."""
+        if self._utf8 is None:
+            self._utf8 = self.text.encode("utf-8", "surrogatepass")
+        key = (run.members, run.wide)
+        mapped = self._mapped.get(key)
+        if mapped is None:
+            mapped = self._mapped[key] = self._utf8.translate(run_table(*key))
+        return self._utf8, mapped
 
-def matches_a_line(pattern: re.Pattern[str], needs: Needs, probe: Probe) -> bool:
+
+def matches_a_line(pattern: re.Pattern[str], needed: Needs, probe: Probe) -> bool:
     """Whether `pattern` matches within one of the lines of `probe`'s text: never when the
-    text lacks one of its `needs`' runs; else searched only in the lines that hold a member of
-    each of its factors (`required_literals`); without factors, in the lines that hold its
+    text lacks one of the runs it `needed`; else searched only in the lines that hold a member
+    of each of its factors (`required_literals`); without factors, in the lines that hold its
     run, or the whole text."""
-    if not all(probe.has_run(run) for run in needs.runs):
+    if not all(probe.has_run(run) for run in needed.runs):
         return False
-    if not needs.factors:
-        if needs.runs:
-            lines = probe.lines_with(needs.runs[0])
+    if not needed.factors:
+        if needed.runs:
+            lines = probe.lines_with(needed.runs[0])
             return any(pattern.search(probe.text, start, end) for start, end in lines)
         return pattern.search(probe.text) is not None
-    if not probe.may_match(needs.factors):
+    if not probe.may_match(needed.factors):
         return False
     return any(
         pattern.search(probe.text, start, end)
-        for start, end in _lines_with(needs.factors, probe.folded)
+        for start, end in _lines_with(needed.factors, probe.folded)
     )
 
 

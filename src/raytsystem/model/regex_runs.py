@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 from .regex_tree import ATOMIC, COMPILER, CONSTANTS, PARSER, REPEATS
@@ -58,15 +58,16 @@ class Run(NamedTuple):
 
 
 class _Span(NamedTuple):
-    """What one node of a pattern consumes: characters of `members` (or outside ASCII, when
-    `wide`), at least `shortest` of them."""
+    """What a node of a pattern, or a stretch of nodes, consumes: at least `shortest`
+    characters, each of `members` or, when `wide`, possibly outside ASCII (a `Run` before
+    it is widened to a kind)."""
 
     members: frozenset[str]
-    wide: bool
     shortest: int
+    wide: bool
 
 
-_ZERO_WIDTH: Final = _Span(frozenset(), False, 0)
+_ZERO_WIDTH: Final = _Span(frozenset(), 0, False)
 _ASCII: Final = tuple(map(chr, range(128)))
 
 
@@ -81,13 +82,13 @@ def required_runs(pattern: re.Pattern[str]) -> tuple[Run, ...]:
         return ()
     spans = _Spans(tree.state, pattern.flags | tree.state.flags)
     best: tuple[tuple[bool, float], Run] | None = None
-    for run in spans.runs(list(tree)):
-        kind = next((k for k, _ in RUN_KINDS if run.members <= k), None)
-        if kind is None or run.shortest < RUN_SHORTEST:
+    for stretch in spans.stretches(list(tree)):
+        kind = next((k for k, _ in RUN_KINDS if stretch.members <= k), None)
+        if kind is None or stretch.shortest < RUN_SHORTEST:
             continue
-        rank = (not run.wide, run.shortest / _TYPICAL[kind])
+        rank = (not stretch.wide, stretch.shortest / _TYPICAL[kind])
         if best is None or rank > best[0]:
-            best = rank, Run(kind, run.shortest, run.wide)
+            best = rank, Run(kind, stretch.shortest, stretch.wide)
     return () if best is None else (best[1],)
 
 
@@ -99,36 +100,50 @@ def run_table(members: frozenset[str], wide: bool) -> bytes:
     return bytes(MEMBER[0] if chr(b) in members else 0 for b in range(128)) + inside * 128
 
 
+def _joined(spans: Iterable[_Span]) -> _Span:
+    """The span of nodes one after the other."""
+    members: set[str] = set()
+    shortest, wide = 0, False
+    for span in spans:
+        members |= span.members
+        shortest, wide = shortest + span.shortest, wide or span.wide
+    return _Span(frozenset(members), shortest, wide)
+
+
 class _Spans:
     """The nodes of one parsed pattern, as `_Span`s (None: a node whose characters are not
-    known, such as a back reference or a group with flags of its own)."""
+    known, such as a back reference or a group with flags of its own), each found once."""
 
     def __init__(self, state: Any, flags: int) -> None:
         self.state = state
         self.flags = flags
+        self._found: dict[int, _Span | None] = {}  # by the node's id: the tree outlives this
 
-    def runs(self, items: list[tuple[Any, Any]]) -> Iterator[Run]:
-        """Every run that each match of the sequence `items` holds: each stretch of its
-        nodes with known spans, and those within the nodes every match goes through."""
-        spans = [self.span(op, av) for op, av in items]
+    def stretches(self, items: list[tuple[Any, Any]]) -> Iterator[_Span]:
+        """The span of each stretch of nodes of the sequence `items` whose spans are known,
+        and of those within the nodes every match of it goes through."""
+        spans = [self.span(node) for node in items]
         for i in range(len(spans)):
-            members: set[str] = set()
-            wide, shortest = False, 0
-            for span in spans[i:]:
-                if span is None:
+            for j in range(i, len(spans)):
+                if spans[j] is None:
                     break
-                members |= span.members
-                wide, shortest = wide or span.wide, shortest + span.shortest
-                yield Run(frozenset(members), shortest, wide)
+                yield _joined(s for s in spans[i : j + 1] if s is not None)
         for op, av in items:
             if op is CONSTANTS.SUBPATTERN and not (av[1] or av[2]):
-                yield from self.runs(list(av[-1]))
+                yield from self.stretches(list(av[-1]))
             elif op is ATOMIC:
-                yield from self.runs(list(av))
+                yield from self.stretches(list(av))
             elif op in REPEATS and av[0] >= 1:
-                yield from self.runs(list(av[2]))
+                yield from self.stretches(list(av[2]))
 
-    def span(self, op: Any, av: Any) -> _Span | None:
+    def span(self, node: tuple[Any, Any]) -> _Span | None:
+        """What every match of the node `(op, av)` consumes."""
+        key = id(node)
+        if key not in self._found:
+            self._found[key] = self._span(*node)
+        return self._found[key]
+
+    def _span(self, op: Any, av: Any) -> _Span | None:
         if op in (CONSTANTS.LITERAL, CONSTANTS.NOT_LITERAL, CONSTANTS.IN, CONSTANTS.ANY):
             return self._character(op, av)
         if op in (CONSTANTS.AT, CONSTANTS.ASSERT, CONSTANTS.ASSERT_NOT):
@@ -142,26 +157,20 @@ class _Spans:
             return body and body._replace(shortest=av[0] * body.shortest)
         if op is CONSTANTS.BRANCH:
             alternatives = [self._sequence(list(a)) for a in av[1]]
-            if not alternatives or any(a is None for a in alternatives):
-                return None
             known = [a for a in alternatives if a is not None]
+            if not alternatives or len(known) < len(alternatives):
+                return None
             return _Span(
                 frozenset().union(*(a.members for a in known)),
-                any(a.wide for a in known),
                 min(a.shortest for a in known),
+                any(a.wide for a in known),
             )
         return None  # a back reference, a conditional group: not known here
 
     def _sequence(self, items: Sequence[tuple[Any, Any]]) -> _Span | None:
-        members: set[str] = set()
-        wide, shortest = False, 0
-        for op, av in items:
-            span = self.span(op, av)
-            if span is None:
-                return None
-            members |= span.members
-            wide, shortest = wide or span.wide, shortest + span.shortest
-        return _Span(frozenset(members), wide, shortest)
+        spans = [self.span(node) for node in items]
+        known = [s for s in spans if s is not None]
+        return _joined(known) if len(known) == len(spans) else None
 
     def _character(self, op: Any, av: Any) -> _Span | None:
         """A node that consumes one character: its ASCII members as the regex engine itself
@@ -171,7 +180,7 @@ class _Spans:
         except Exception:  # pragma: no cover - a node the compiler takes only in context
             return None
         members = frozenset(c for c in _ASCII if alone.fullmatch(c))
-        return _Span(members, self._wide(op, av, members), 1)
+        return _Span(members, 1, self._wide(op, av, members))
 
     def _wide(self, op: Any, av: Any, members: frozenset[str]) -> bool:
         """Whether the node may match a character outside ASCII: any negation, any class of

@@ -17,7 +17,7 @@ def _stdlib(name: str) -> ModuleType | None:
         return None
 
 
-PARSER: Any = _stdlib("re._parser")  # `sre_parse` before Python 3.11
+PARSER: Any = _stdlib("re._parser")
 CONSTANTS: Any = _stdlib("re._constants")
 COMPILER: Any = _stdlib("re._compiler")
 # The engine's case equivalences beyond `str.lower` (ſ and s, the Kelvin sign and k, ...).

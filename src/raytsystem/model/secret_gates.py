@@ -1,10 +1,11 @@
 """Which of detect-secrets' plugins can find anything in a text, known cheaply (ADR 0040).
 
 A plugin runs on a file's lines only when one of its own patterns (with `re.MULTILINE`) matches
-within a line of the text: the gates. Each gate pattern is searched only in the lines that hold
-the literals every match of it holds (`model.regex_factors`). The gates are also committed as
-data (`model/gate_table.py`) for the installed detect-secrets, so that a file none of them opens
-is cleared without importing detect-secrets at all (`table_gates`).
+within a line of the text: the gates. Each gate pattern is searched only in a text that holds
+the run of characters, and in the lines that hold the literals, every match of it holds
+(`model.regex_runs`, `model.regex_factors`). The gates are also committed as data
+(`model/gate_table.py`) for the installed detect-secrets, so that a file none of them opens is
+cleared without importing detect-secrets at all (`table_gates`).
 
 detect-secrets keeps its settings in process-wide state; they are set once per process here
 (`detector`), to the same plugins and filters every time, so every process that scans agrees.
@@ -193,7 +194,7 @@ def gates() -> list[tuple[Any, Gate | None]]:
     keyword plugin's patterns all contain one of its keywords: their alternation, without
     the costly rest. The high-entropy plugins', likewise: their quoted-string pattern, for
     strings long enough to pass their entropy limit (`_long_quoted`). Each pattern with the
-    literals its matches hold."""
+    literals and the run its matches hold (`regex_factors.needs`)."""
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
     from detect_secrets.plugins.keyword import KeywordDetector

@@ -66,29 +66,37 @@ _LATIN: Final = re.compile(r"[a-z]")
 _ENGLISH: Final = Stemmer.Stemmer("english")
 _RUSSIAN: Final = Stemmer.Stemmer("russian")
 
-# Words too common to carry meaning in a question, dropped from queries only: the function
-# words of English and Russian (articles, auxiliaries, pronouns, conjunctions, prepositions of
-# no topic, quantifiers).
-_STOPWORDS_TEXT: Final = (
-    "a about again all also am an and any are as at be because been being both but "
-    "by can could did do does each few for from further had has have having he her "
-    "here hers herself him himself his how i if in into is it its itself just many "
-    "me might more most much must my myself no nor not of on once only or other our "
-    "ourselves own please same shall she should so some such tell than that the "
-    "their them themselves then there these they this those to too until us very "
-    "was we were what when where which while who whom whose why will with would you "
-    "your yourself yourselves "
-    "и в во не что он на я с со как а то все она так его но да ты к у же вы за бы "
-    "по только ее мне было вот от меня еще нет о из ему теперь когда даже ну ли "
-    "если уже или ни быть был него до вас нибудь опять уж вам ведь там потом себя "
-    "ничего ей может они тут где есть надо ней для мы тебя их чем была сам чтобы "
-    "без будто чего раз тоже себе под будет ж тогда кто этот того потому этого "
-    "какой совсем ним здесь этом один почти мой тем чтоб нее сейчас были куда зачем "
-    "всех никогда можно при наконец два об другой хоть после над больше тот через "
-    "эти нас про всего них какая много разве три эту моя впрочем хорошо свою этой "
-    "перед иногда лучше чуть том нельзя такой им более всегда конечно всю между как "
+# Words a compound is never split into (`_parts`: "therein" is not "there" + "in"). The index
+# holds the terms this decides: changing the list is an index format change (ADR 0006).
+_UNSPLIT_WORDS: Final = (
+    "a about also an and any are as at be but by can do does for from has have how i "
+    "if in into is it its many me much my no not of on or our please should so some "
+    "tell than that the their them then there these they this to was we were what when "
+    "where which who why will with you your "
 )
-STOPWORDS: Final = frozenset(_STOPWORDS_TEXT.split())
+# The rest of English's function words: auxiliaries, pronouns, conjunctions, quantifiers.
+_MORE_FUNCTION_WORDS: Final = (
+    "again all am because been being both could did each few further had having he her "
+    "here hers herself him himself his itself just might more most must myself nor "
+    "once only other ourselves own same shall she such themselves those too until us "
+    "very while whom whose would yourself yourselves "
+)
+_RUSSIAN_FUNCTION_WORDS: Final = (
+    "и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по "
+    "только ее мне было вот от меня еще нет о из ему теперь когда даже ну ли если уже "
+    "или ни быть был него до вас нибудь опять уж вам ведь там потом себя ничего ей "
+    "может они тут где есть надо ней для мы тебя их чем была сам чтобы без будто чего "
+    "раз тоже себе под будет ж тогда кто этот того потому этого какой совсем ним здесь "
+    "этом один почти мой тем чтоб нее сейчас были куда зачем всех никогда можно при "
+    "наконец два об другой хоть после над больше тот через эти нас про всего них какая "
+    "много разве три эту моя впрочем хорошо свою этой перед иногда лучше чуть том "
+    "нельзя такой им более всегда конечно всю между "
+)
+# Words too common to carry meaning in a question, dropped from queries only.
+STOPWORDS: Final = frozenset(
+    (_UNSPLIT_WORDS + _MORE_FUNCTION_WORDS + _RUSSIAN_FUNCTION_WORDS).split()
+)
+_UNSPLIT: Final = frozenset(_UNSPLIT_WORDS.split())
 
 
 # Snowball Russian's perfective-gerund endings that may end a word bare (group 1's `в` after
@@ -185,7 +193,7 @@ def _parts(word: str) -> tuple[str, str] | None:
     best: tuple[float, int] | None = None
     for i in range(_MIN_PART, len(word) - _MIN_PART + 1):
         head, tail = word[:i], word[i:]
-        if tail in _SUFFIXES or head in _PREFIXES or head in STOPWORDS or tail in STOPWORDS:
+        if tail in _SUFFIXES or head in _PREFIXES or head in _UNSPLIT or tail in _UNSPLIT:
             continue
         a, b = ranks.get(head), ranks.get(tail)
         if a is not None and b is not None and (best is None or max(a, b) < best[0]):
