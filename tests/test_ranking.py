@@ -515,6 +515,30 @@ def test_a_sentence_beside_another_on_the_question_ranks_higher(
     assert first["source_path"] == "docs/a.md", answer["citations"]
 
 
+def test_a_question_of_three_words_is_answered_by_the_lines_holding_all_three(
+    tmp_path: Path, _workspace_template: Path
+) -> None:
+    """Lines holding two of the three words ("rotate keys", without "nightly") rank with the
+    one holding all three only while no line holds all three."""
+    ws = tmp_path / "ws"
+    shutil.copytree(_workspace_template, ws, symlinks=True)
+    two = "Rotate the signing keys by hand when a key leaks."
+    write(ws, "docs/a.md", f"# Keys\n\n{two} Rotate keys before a release.\n")
+    write(ws, "docs/b.md", "# Jobs\n\nA job rotates the keys nightly.\n")
+    write(ws, "docs/c.md", "# Backups\n\nBackups run nightly.\n")
+    _ingest(ws)
+
+    def cited(question: str) -> list[str]:
+        body = json.loads(run_cli("query", question, "--json", cwd=ws, env=SQLITE).stdout)
+        return [c["claim"]["statement"] for c in body["citations"]]
+
+    assert cited("rotate keys nightly") == ["A job rotates the keys nightly."]
+    assert two in cited("rotate keys weekly")  # no line holds all three: two of them answer
+    (ws / "docs/b.md").unlink()
+    _ingest(ws)
+    assert two in cited("rotate keys nightly")
+
+
 def test_claims_read_back_from_the_ledger_are_written_in_text_order(patched: Path) -> None:
     """`index_rows` writes a source's claim rows in text order, as the workers wrote them,
     whatever order the ledger gives its claim states in (here reversed): the ranking reads

@@ -22,9 +22,11 @@
 3. A claim is read with its neighbours: its score is its BM25 plus `NEIGHBOUR_WEIGHT` times
    that of the claims just before and after it in its source that may answer too
    (`in_context`), so a sentence inside a passage about the question outranks the same
-   sentence alone. relevance = source BM25 / best source + claim score / best claim; manual
-   claims first, then relevance, then claim ID (`ordered`). Which of them an answer cites
-   (the relevance cliff, the cap per source, near-duplicates merged) is `compose`'s (ADR 0042).
+   sentence alone. In a question of three terms, when some claims hold all three, only they
+   answer (`complete_matches`). relevance = source BM25 / best source + claim score / best
+   claim; manual claims first, then relevance, then claim ID (`ordered`). Which of them an
+   answer cites (the relevance cliff, the cap per source, near-duplicates merged) is
+   `compose`'s (ADR 0042).
 4. Decision records (ADR 0041; the roles and statuses are in the index rows,
    `model/records.py`): the decision of a record in force (accepted, approved, or no status
    stated) ranks with the manual claims, unless it is a claim of one term (2.); a
@@ -78,6 +80,9 @@ CLAIM_TERMS: Final = 2
 SOURCE_WEIGHT: Final = 1.0
 # How much each neighbouring claim that holds the question adds to a claim (ADR 0012).
 NEIGHBOUR_WEIGHT: Final = 0.25
+# In a question of at most this many terms, the claims that hold them all answer when some do
+# (`complete_matches`; measured: ADR 0012).
+COMPLETE_TERMS: Final = 3
 AUTHORITY_RANK: Final = {"manual": 0, "extracted": 1}
 EXTRACTED: Final = AUTHORITY_RANK["extracted"]
 OTHER: Final = 9  # an authority the index should not hold
@@ -263,7 +268,7 @@ def candidates(
         scored.update(one_term)
     if not scored:
         return []
-    scored = in_context(scored, spans)
+    scored = complete_matches(conn, in_context(scored, spans), query_terms, spans)
     best_source = max(source_score.values()) or 1.0
     best_claim = max(scored.values()) or 1.0
     lows = [low for low, _ in spans]
@@ -283,6 +288,24 @@ def candidates(
     if in_records:
         out += records_tiers(conn, in_records, blocks, one_term)
     return out
+
+
+def complete_matches(
+    conn: sqlite3.Connection,
+    scored: dict[int, float],
+    query_terms: list[str],
+    spans: list[tuple[int, int]],
+) -> dict[int, float]:
+    """The claims of `scored` that hold every term of a question of `COMPLETE_TERMS` terms
+    (in their statement, heading path or file path, as `CLAIM_TERMS` counts them), when some
+    do; else all of them. A line holding two of three words misses a third of what is asked;
+    in a longer question, one missing word is often the answer worded otherwise."""
+    if not CLAIM_TERMS < len(query_terms) <= COMPLETE_TERMS:
+        return scored
+    every = " AND ".join(match_expression([t]) for t in query_terms)
+    holding = set(claims_in(conn, every, spans, scan_whole_index=True))
+    complete = {rowid: score for rowid, score in scored.items() if rowid in holding}
+    return complete or scored
 
 
 def in_context(scored: Mapping[int, float], spans: list[tuple[int, int]]) -> dict[int, float]:
