@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Final, NamedTuple
+from typing import Any, AnyStr, Final, NamedTuple
 
 from .regex_runs import MEMBER, Run, required_runs, run_table
 from .regex_tree import ATOMIC, CONSTANTS, EXTRA_CASES, PARSER, REPEATS
@@ -137,9 +137,7 @@ class Probe:
         char, byte = 0, 0  # a character's offset and its first byte's
         at = mapped.find(needle)
         while at != -1:
-            start = utf8.rfind(b"\n", 0, at) + 1
-            end = utf8.find(b"\n", at)
-            end = len(utf8) if end == -1 else end
+            start, end = _line_around(utf8, at, b"\n")
             if ascii_only:
                 yield start, end
             else:
@@ -203,12 +201,16 @@ def _lines_with(factors: tuple[Factor, ...], folded: str) -> Iterator[tuple[int,
     for literal in first:
         at = folded.find(literal)
         while at != -1:
-            start = folded.rfind("\n", 0, at) + 1
-            end = folded.find("\n", at)
-            end = len(folded) if end == -1 else end
+            start, end = _line_around(folded, at, "\n")
             if may_match(rest, folded[start:end]):
                 yield start, end
             at = folded.find(literal, end)
+
+
+def _line_around(text: AnyStr, at: int, newline: AnyStr) -> tuple[int, int]:
+    """(start, end) of the line of `text` (characters or bytes) that holds offset `at`."""
+    end = text.find(newline, at)
+    return text.rfind(newline, 0, at) + 1, len(text) if end == -1 else end
 
 
 def _factors(items: list[tuple[Any, Any]]) -> list[Factor]:

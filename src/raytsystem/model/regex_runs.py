@@ -50,24 +50,15 @@ _TYPICAL: Final = dict(RUN_KINDS)
 
 class Run(NamedTuple):
     """`shortest` characters in a row, each an ASCII character of `members` or, when `wide`,
-    possibly a character outside ASCII."""
+    possibly a character outside ASCII. What a node of a pattern consumes is one too, its
+    members any set; `required_runs` widens a run's members to one of `RUN_KINDS`."""
 
     members: frozenset[str]
     shortest: int
     wide: bool
 
 
-class _Span(NamedTuple):
-    """What a node of a pattern, or a stretch of nodes, consumes: at least `shortest`
-    characters, each of `members` or, when `wide`, possibly outside ASCII (a `Run` before
-    it is widened to a kind)."""
-
-    members: frozenset[str]
-    shortest: int
-    wide: bool
-
-
-_ZERO_WIDTH: Final = _Span(frozenset(), 0, False)
+_ZERO_WIDTH: Final = Run(frozenset(), 0, False)
 _ASCII: Final = tuple(map(chr, range(128)))
 
 
@@ -88,7 +79,7 @@ def required_runs(pattern: re.Pattern[str]) -> tuple[Run, ...]:
             continue
         rank = (not stretch.wide, stretch.shortest / _TYPICAL[kind])
         if best is None or rank > best[0]:
-            best = rank, Run(kind, stretch.shortest, stretch.wide)
+            best = rank, stretch._replace(members=kind)
     return () if best is None else (best[1],)
 
 
@@ -100,26 +91,27 @@ def run_table(members: frozenset[str], wide: bool) -> bytes:
     return bytes(MEMBER[0] if chr(b) in members else 0 for b in range(128)) + inside * 128
 
 
-def _joined(spans: Iterable[_Span]) -> _Span:
-    """The span of nodes one after the other."""
+def _joined(spans: Iterable[Run]) -> Run:
+    """What nodes one after the other consume."""
     members: set[str] = set()
     shortest, wide = 0, False
     for span in spans:
         members |= span.members
         shortest, wide = shortest + span.shortest, wide or span.wide
-    return _Span(frozenset(members), shortest, wide)
+    return Run(frozenset(members), shortest, wide)
 
 
 class _Spans:
-    """The nodes of one parsed pattern, as `_Span`s (None: a node whose characters are not
-    known, such as a back reference or a group with flags of its own), each found once."""
+    """What the nodes of one parsed pattern consume, as `Run`s (None: a node whose characters
+    are not known, such as a back reference or a group with flags of its own), each found
+    once."""
 
     def __init__(self, state: Any, flags: int) -> None:
         self.state = state
         self.flags = flags
-        self._found: dict[int, _Span | None] = {}  # by the node's id: the tree outlives this
+        self._found: dict[int, Run | None] = {}  # by the node's id: the tree outlives this
 
-    def stretches(self, items: list[tuple[Any, Any]]) -> Iterator[_Span]:
+    def stretches(self, items: list[tuple[Any, Any]]) -> Iterator[Run]:
         """The span of each stretch of nodes of the sequence `items` whose spans are known,
         and of those within the nodes every match of it goes through."""
         spans = [self.span(node) for node in items]
@@ -136,14 +128,14 @@ class _Spans:
             elif op in REPEATS and av[0] >= 1:
                 yield from self.stretches(list(av[2]))
 
-    def span(self, node: tuple[Any, Any]) -> _Span | None:
+    def span(self, node: tuple[Any, Any]) -> Run | None:
         """What every match of the node `(op, av)` consumes."""
         key = id(node)
         if key not in self._found:
             self._found[key] = self._span(*node)
         return self._found[key]
 
-    def _span(self, op: Any, av: Any) -> _Span | None:
+    def _span(self, op: Any, av: Any) -> Run | None:
         if op in (CONSTANTS.LITERAL, CONSTANTS.NOT_LITERAL, CONSTANTS.IN, CONSTANTS.ANY):
             return self._character(op, av)
         if op in (CONSTANTS.AT, CONSTANTS.ASSERT, CONSTANTS.ASSERT_NOT):
@@ -160,19 +152,19 @@ class _Spans:
             known = [a for a in alternatives if a is not None]
             if not alternatives or len(known) < len(alternatives):
                 return None
-            return _Span(
+            return Run(
                 frozenset().union(*(a.members for a in known)),
                 min(a.shortest for a in known),
                 any(a.wide for a in known),
             )
         return None  # a back reference, a conditional group: not known here
 
-    def _sequence(self, items: Sequence[tuple[Any, Any]]) -> _Span | None:
+    def _sequence(self, items: Sequence[tuple[Any, Any]]) -> Run | None:
         spans = [self.span(node) for node in items]
         known = [s for s in spans if s is not None]
         return _joined(known) if len(known) == len(spans) else None
 
-    def _character(self, op: Any, av: Any) -> _Span | None:
+    def _character(self, op: Any, av: Any) -> Run | None:
         """A node that consumes one character: its ASCII members as the regex engine itself
         matches them (the node compiled alone), and whether it may match outside ASCII."""
         try:
@@ -180,7 +172,7 @@ class _Spans:
         except Exception:  # pragma: no cover - a node the compiler takes only in context
             return None
         members = frozenset(c for c in _ASCII if alone.fullmatch(c))
-        return _Span(members, 1, self._wide(op, av, members))
+        return Run(members, 1, self._wide(op, av, members))
 
     def _wide(self, op: Any, av: Any, members: frozenset[str]) -> bool:
         """Whether the node may match a character outside ASCII: any negation, any class of

@@ -69,10 +69,9 @@ def g_statistic(observed: int, expected: float) -> float:
 
 def mostly_unmatched(query_terms: list[str], in_sources: Mapping[str, int], sources: int) -> bool:
     """Whether at least half of a question's words (its terms but the CJK ones that are not
-    phrase terms: bigrams, lone characters), when it
-    has two or more, are in none of the knowledge base's `sources` (`in_sources`: how many
-    hold each term, `vocabulary` of `sources_fts`), in a knowledge base of at least
-    `KNOWN_WORDS_SOURCES` sources."""
+    phrase terms: bigrams, lone characters), when it has two or more, are in none of the
+    knowledge base's `sources` (`in_sources`: how many hold each term, `vocabulary` of
+    `sources_fts`), in a knowledge base of at least `KNOWN_WORDS_SOURCES` sources."""
     words = [t for t in query_terms if " " in t or not has_cjk(t)]
     if sources < KNOWN_WORDS_SOURCES or len(words) < 2:
         return False
