@@ -186,3 +186,17 @@ def test_an_index_whose_row_count_is_damaged_fails_closed() -> None:
     with pytest.raises(IntegrityError) as caught:
         meet(["retri", "gateway"])
     assert caught.value.code == "index_corrupt"
+
+
+def test_a_named_model_judges_instead_of_the_word_gaps(topical: Path) -> None:
+    """With `[meaning] model` named, the word rules make no gap (ADR 0043): the question whose
+    words meet only by chance gets the claims they found, judged by meaning; at a bar every
+    citation passes, it is answered."""
+    from test_meaning import configure, tiny_model
+
+    question = "Which team should update the process list?"
+    assert _query(topical, question)["status"] == "gap"
+    tiny_model(topical.parent / "model")
+    configure(topical, str(topical.parent / "model"), -1.0)
+    judged = _query(topical, question)
+    assert judged["status"] == "answered" and judged["meaning"]["similarity"] is not None

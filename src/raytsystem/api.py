@@ -12,14 +12,12 @@ Python API a program imports:
             print(citation.claim.statement, citation.claim.evidence[0].source_path)
 
 A session opens what an operation needs when it runs and closes it after: a query reads the
-ledger through a read-only snapshot (`storage.reader`, no SQLAlchemy on that path, so a
-query process starts fast), the other operations through the ledger's engine, opened once
-per session. Writers (ingest, review, index rebuild, unpack) take the workspace's writer
-lock. Errors are `errors.RaytError`s with stable codes.
-
-Every answer (`query`, `search`, `bundle`) carries the workspace's freshness against the
-generation it came from, attached here so that every front end has it; the session's
-`freshness` mode says how it is found (`pipeline.freshness`: "track", "check", "fork", "off").
+ledger through a read-only snapshot (`storage.reader`: no SQLAlchemy, a fast start), the
+others through the ledger's engine, opened once per session; writers take the writer lock.
+Errors are `errors.RaytError`s with stable codes. Every answer (`query`, `search`, `bundle`)
+carries the workspace's freshness against its generation, attached here for every front end
+(the session's `freshness` mode: "track", "check", "fork", "off"; `pipeline.freshness`).
+A query's meaning gap uses the model `[meaning]` names, read once per session (ADR 0043).
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ if TYPE_CHECKING:
     from .pipeline.freshness import Freshness as Freshness
     from .pipeline.freshness import Probe, Tracker
     from .pipeline.ingest import IngestReport as IngestReport
+    from .pipeline.meaning import Meaning
     from .pipeline.query import Answer as Answer
     from .pipeline.query import Citation as Citation
     from .pipeline.scan import ScanReport as ScanReport
@@ -81,9 +80,8 @@ FRESHNESS_MODES = ("track", "check", "fork", "off")
 
 
 class Session:
-    """A workspace (`ws`) with its ledger (`database_url`; the workspace's embedded SQLite
-    ledger by default). Paths given to its operations are relative to `cwd` (default: the
-    workspace's root) or absolute."""
+    """A workspace (`ws`) with its ledger (`database_url`; default: its embedded SQLite one).
+    Paths given to its operations are relative to `cwd` (default: the root) or absolute."""
 
     def __init__(
         self,
@@ -101,6 +99,7 @@ class Session:
         self.freshness_mode = freshness
         self._ledger: Ledger | None = None
         self._tracker: Tracker | None = None
+        self._meaning: Meaning | None = None
 
     @classmethod
     def open(
@@ -144,8 +143,7 @@ class Session:
     # --- what operations open ---------------------------------------------------------------
 
     def ledger(self, *, create: bool = False) -> Ledger:
-        """The ledger, opened (and migrated when behind) on first use; `create=False` refuses
-        to make a new one."""
+        """The ledger, opened (migrated when behind) on first use; `create` may make one."""
         if self._ledger is None:
             from .storage.db import open_ledger
 
@@ -194,11 +192,9 @@ class Session:
         allow_empty: bool = False,
         walk_ahead: bool = False,
     ) -> IngestReport:
-        """Ingest the workspace (or only `paths`) and make the next generation if anything
-        changed; one that drops every source only with `allow_empty`. `walk_ahead`: walk the
-        workspace in a forked child while this process imports and opens the rest, for a
-        one-shot command that has started no thread (a fork copies only the thread that
-        made it): the CLI's `ingest`."""
+        """Ingest the workspace (or only `paths`); make the next generation if anything changed
+        (one dropping every source only with `allow_empty`). `walk_ahead`: walk in a forked
+        child meanwhile, for a one-shot command that has started no thread (the CLI's)."""
         from .discovery import walk_in_child
 
         scope = [self.workspace_path(p) for p in paths]
@@ -231,9 +227,8 @@ class Session:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         on_ingest: Callable[[bool], None] | None = None,
     ) -> int:
-        """Ingest now and whenever the workspace's files change, until `stop` is set (an
-        ingest under way finishes first); `report` gets each generation made and each failed
-        ingest. Returns how many generations were made."""
+        """Ingest now and on every change of the workspace's files until `stop` is set (an
+        ingest under way finishes); `report` gets each generation and failure. -> generations."""
         from .pipeline import watch
 
         return watch.watch(
@@ -259,8 +254,7 @@ class Session:
         return uninstall(self.ws.root)
 
     def scan(self, paths: Sequence[str] = ()) -> ScanReport:
-        """The ingest's secret and personal-data checks over the workspace's files (or
-        `paths`), storing nothing and opening no ledger."""
+        """The ingest's secret and personal-data checks over the files, storing nothing."""
         from .pipeline.scan import scan
 
         return scan(self.ws, [self.workspace_path(p) for p in paths])
@@ -274,19 +268,14 @@ class Session:
 
         with self._writing(lock_timeout) as ledger, ledger.transaction() as conn:
             gen = generations.generation_or_head(conn, generation)
-            return review(
-                conn,
-                self.blobs,
-                gen,
-                self.ws.root / REVIEWS_DIR,
-                self.ws.config.ingest.personal_data,
-            )
+            reports, policy = self.ws.root / REVIEWS_DIR, self.ws.config.ingest.personal_data
+            return review(conn, self.blobs, gen, reports, policy)
 
     def purge(
         self, target: str, reason: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     ) -> dict[str, Any]:
-        """Remove a raw blob's bytes (`target`: its address, or a source's path for every
-        revision of it) and its normalized texts' from the store, with a tombstone each."""
+        """Remove a raw blob's bytes and its normalized texts' (`target`: its address, or a
+        source's path for every revision), with a tombstone each."""
         from .pipeline.purge import purge
         from .storage.addresses import ADDRESS_RE
 
@@ -342,6 +331,7 @@ class Session:
                 per_source=per_source,
                 generation=generation,
                 expect_generation=expect_generation,
+                meaning=self.meaning(),
             )
             fresh = None if probe is None else probe.result(reader, answer.generation)
         return FreshAnswer.of(answer, fresh)
@@ -378,8 +368,7 @@ class Session:
         return self._answering(run)
 
     def freshness(self, generation: str | None = None) -> Freshness:
-        """Whether the workspace's files still match `generation` (default: the current
-        one), as an answer from it would say."""
+        """Whether the files still match `generation` (default: the current one)."""
         from .pipeline.freshness import Freshness
         from .storage import generations
 
@@ -391,9 +380,8 @@ class Session:
             return probe.result(reader, gen)
 
     def _probe(self) -> Probe | None:
-        """Start looking at the workspace for an answer about to be made (None: "off").
-        Forked, the walk starts before this process imports the rest (`pipeline.freshness`
-        loads the query's modules)."""
+        """Start looking at the workspace for an answer about to be made (None: "off");
+        forked, the walk starts before this process imports the query's modules."""
         from .pipeline.freshness_walk import observe, observe_forked
 
         mode, ws = self.freshness_mode, self.ws
@@ -408,8 +396,8 @@ class Session:
         return Probe(forked or (lambda deadline: observe(ws, deadline)), None)
 
     def _answering(self, run: Callable[[Reader], dict[str, Any]]) -> dict[str, Any]:
-        """`run`'s result with the workspace's freshness against the generation it came from
-        (the probe starts first: forked, its walk runs while `run` imports what it needs)."""
+        """`run`'s result with the workspace's freshness against its generation (the probe
+        starts first: forked, its walk runs while `run` imports what it needs)."""
         probe = self._probe()
         with self._reader() as reader:
             result = run(reader)
@@ -428,8 +416,17 @@ class Session:
         from .pipeline.evaluate import evaluate, load_dataset
 
         data = load_dataset(dataset if dataset.is_absolute() else self.cwd / dataset)
+        at = (self.blobs, self.ws.index_dir)
         with self._reader() as reader:
-            return evaluate(reader, self.blobs, self.ws.index_dir, data, k=k, generation=generation)
+            return evaluate(reader, *at, data, k=k, generation=generation, meaning=self.meaning())
+
+    def meaning(self) -> Meaning | None:
+        """The model `[meaning]` names, read once per session (ADR 0043); None when off."""
+        if self._meaning is None and self.ws.config.meaning.model:
+            from .pipeline.meaning import Meaning
+
+            self._meaning = Meaning.named(self.ws.root, self.ws.config.meaning)
+        return self._meaning
 
     # --- looking -----------------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ PERSONAL_DATA_POLICIES: Final = ("report", "quarantine", "allow")
 # A workspace whose raytsystem.toml names no ID scheme was made before scheme 2 existed: its
 # ledgers, and every clone's, keep scheme 1. `raytsystem init` writes the newest (ADR 0030).
 UNNAMED_ID_SCHEME: Final = 1
+# The meaning gap's bar (ADR 0043; measured: bench/retrieval.md, "Meaning").
+DEFAULT_MIN_SIMILARITY: Final = 0.38
 
 DEFAULT_CONFIG_TEXT: Final = f"""\
 # raytsystem workspace configuration. Paths are workspace-relative POSIX globs:
@@ -80,6 +82,14 @@ personal_data = "report"
 # one: from the second change on with 2) instead of copying the parent's.
 keep = {DEFAULT_KEEP_INDEXES}
 
+[meaning]
+# A sentence-embedding model, workspace-relative or absolute: a sentence-transformers BERT
+# folder (config.json, model.safetensors, tokenizer.json; all-MiniLM-L6-v2 is the one
+# measured). When set, a question none of whose first citations is at least min_similarity
+# (cosine) alike in meaning is a gap (ADR 0043). "" is off; needs the `semantic` extra.
+model = ""
+min_similarity = {DEFAULT_MIN_SIMILARITY}
+
 [ids]
 # How IDs are derived (ADR 0030). A ledger records it when it first stores a file and keeps
 # it: claim IDs quoted in notes (`retracts:`) hold only under the same scheme.
@@ -107,10 +117,17 @@ class IdsConfig:
 
 
 @dataclass(frozen=True)
+class MeaningConfig:
+    model: str = ""  # a model folder, workspace-relative or absolute; "" is off
+    min_similarity: float = DEFAULT_MIN_SIMILARITY
+
+
+@dataclass(frozen=True)
 class Config:
     ingest: IngestConfig = IngestConfig()
     index: IndexConfig = IndexConfig()
     ids: IdsConfig = IdsConfig()
+    meaning: MeaningConfig = MeaningConfig()
 
 
 def load_config(root: Path) -> Config:
@@ -139,9 +156,9 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     building these models costs more than the rest of a re-ingest's start (ADR 0023).
     Unknown keys are errors; numbers are TOML integers or whole floats (`1e7`), never strings
     ("5") or booleans; a table left out keeps its defaults."""
-    _unknown(data, ("ingest", "index", "ids"), "", problems)
+    _unknown(data, ("ingest", "index", "ids", "meaning"), "", problems)
     ingest, index = _table(data, "ingest", problems), _table(data, "index", problems)
-    ids = _table(data, "ids", problems)
+    ids, meaning = _table(data, "ids", problems), _table(data, "meaning", problems)
     _unknown(
         ingest,
         ("include", "exclude", "max_file_bytes", "secrets_baseline", "personal_data"),
@@ -150,6 +167,7 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
     )
     _unknown(index, ("keep",), "index.", problems)
     _unknown(ids, ("scheme",), "ids.", problems)
+    _unknown(meaning, ("model", "min_similarity"), "meaning.", problems)
     scheme = _integer(ids, "ids.scheme", UNNAMED_ID_SCHEME, 1, problems)
     if scheme not in SCHEMES:
         problems.append(f"ids.scheme: must be one of {', '.join(map(str, SCHEMES))}, not {scheme}")
@@ -170,7 +188,20 @@ def parse_config(data: dict[str, Any], problems: list[str]) -> Config:
         ),
         IndexConfig(_integer(index, "index.keep", DEFAULT_KEEP_INDEXES, 1, problems)),
         IdsConfig(scheme),
+        _meaning(meaning, problems),
     )
+
+
+def _meaning(table: dict[str, Any], problems: list[str]) -> MeaningConfig:
+    model = table.get("model", "")
+    if not isinstance(model, str):
+        problems.append(f"meaning.model: must be a string (a folder), not {model!r}")
+        model = ""
+    bar = table.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+    if isinstance(bar, bool) or not isinstance(bar, int | float) or not -1.0 <= bar <= 1.0:
+        problems.append(f"meaning.min_similarity: must be a number from -1 to 1, not {bar!r}")
+        bar = DEFAULT_MIN_SIMILARITY
+    return MeaningConfig(model, float(bar))
 
 
 def _unknown(table: dict[str, Any], known: tuple[str, ...], at: str, problems: list[str]) -> None:

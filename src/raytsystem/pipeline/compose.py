@@ -127,10 +127,12 @@ def compose_answer(
     limit: int,
     per_source: int,
     df: Mapping[str, int] | None = None,
+    *,
+    word_gaps: bool = True,
 ) -> list[Candidate]:
     """The claims an answer cites, in order, each with its merged near-duplicates, with what
-    the index says each one states (`df`: as `ranking.candidates` takes it)."""
-    found = above_cliff(candidates(conn, query_terms, df))
+    the index says each one states (`df`, `word_gaps`: as `ranking.candidates` takes them)."""
+    found = above_cliff(candidates(conn, query_terms, df, word_gaps=word_gaps))
     chosen = select(ordered(conn, found, 4 * limit), limit, per_source)
     read_statements(conn, [m for c in chosen for m in (c, *c.merged)])
     return chosen

@@ -66,6 +66,7 @@ from .query import MAX_LIMIT, query
 
 if TYPE_CHECKING:
     from .baseline import Baseline
+    from .meaning import Meaning
 
 
 class EvidenceUnit(BaseModel):
@@ -262,6 +263,7 @@ def evaluate(
     *,
     k: int | None = None,
     generation: str | None = None,
+    meaning: Meaning | None = None,
 ) -> dict[str, Any]:
     from ..storage import index_file
     from ..storage.generations import target_generation
@@ -279,7 +281,7 @@ def evaluate(
         baseline = build_baseline(conn, reader, blobs)
     try:
         rows, base_rows, latencies = _run_cases(
-            reader, blobs, index_dir, dataset, baseline, limit, generation, k
+            reader, blobs, index_dir, dataset, baseline, (limit, k), generation, meaning
         )
     finally:
         baseline.close()
@@ -296,6 +298,9 @@ def evaluate(
         "evidence_k": e,
         "query_limit": limit,
         "generation": target.to_json(),
+        "meaning": None
+        if meaning is None
+        else {"model": meaning.folder.name, "min_similarity": meaning.min_similarity},
         "metrics": metrics,
         "baseline": {
             "what": "FTS5 bm25(), porter tokenizer, English stop words dropped from the "
@@ -326,12 +331,14 @@ def _run_cases(
     index_dir: Path,
     dataset: Dataset,
     baseline: Baseline,
-    limit: int,
+    limits: tuple[int, int],
     generation: str | None,
-    k: int,
+    meaning: Meaning | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float]]:
     """Each case asked twice (the second run checks the answer repeats), and of the baseline:
-    (raytsystem's rows, the baseline's rows, every query's latency in ms)."""
+    (raytsystem's rows, the baseline's rows, every query's latency in ms). `limits`: the
+    query's `--limit` and the k of the figures."""
+    limit, k = limits
     e = dataset.evidence_k
     rows, base_rows, latencies = [], [], []
     for case in dataset.cases:
@@ -340,7 +347,13 @@ def _run_cases(
             started = time.perf_counter()
             try:
                 body = query(
-                    reader, blobs, index_dir, case.query, limit=limit, generation=generation
+                    reader,
+                    blobs,
+                    index_dir,
+                    case.query,
+                    limit=limit,
+                    generation=generation,
+                    meaning=meaning,
                 ).to_json()
             except RaytError as exc:
                 body = exc.to_json()

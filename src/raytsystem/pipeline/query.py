@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import IntegrityError, UsageError
 from ..model.terms import is_han_bigram, query_terms, terms
@@ -32,7 +32,11 @@ from ..storage.reader import Reader
 from .chain import Checker, ClaimView, EvidenceView
 from .claim_scoring import vocabulary
 from .compose import DEFAULT_PER_SOURCE, MAX_PER_SOURCE, compose_answer
+from .meaning import JUDGED
 from .ranking import Candidate
+
+if TYPE_CHECKING:
+    from .meaning import Meaning
 
 SCHEMA_VERSION: Final = "1"
 MAX_QUERY_CHARS: Final = 2000
@@ -176,6 +180,8 @@ class Answer:
     ms: float  # how long the query took
     # The question's words that no source of the generation holds (`unmatched_words`)
     unmatched_terms: list[str] = field(default_factory=list)
+    # The meaning gap's judgement, when the workspace names a model (`Meaning.report`)
+    meaning: dict[str, Any] | None = None
 
     def source_count(self) -> int:
         """How many distinct sources the answer draws on (merged duplicates' too)."""
@@ -193,6 +199,7 @@ class Answer:
             "answer": self.answer,
             "sources": self.source_count(),
             "citations": [c.to_json() for c in self.citations],
+            **({"meaning": self.meaning} if self.meaning is not None else {}),
             "timing": {"ms": self.ms},
         }
 
@@ -284,11 +291,13 @@ def query(
     per_source: int = DEFAULT_PER_SOURCE,
     generation: str | None = None,
     expect_generation: str | None = None,
+    meaning: Meaning | None = None,
 ) -> Answer:
     """Answer `text` from the verified, confirmed claims of a generation (the current one
     unless `generation` names another), or a gap; fails closed on any mismatch. At most
     `limit` citations; a source's claims past `per_source` only where other sources leave
-    room (`compose`)."""
+    room (`compose`); with `meaning`, a gap unless one of the first `meaning.JUDGED`
+    citations is alike in meaning to the question (ADR 0043)."""
     from .. import faults
 
     started = time.perf_counter()
@@ -302,10 +311,18 @@ def query(
     target, current = target_generation(reader, generation, expect_generation)
     path = index_file.index_path(index_dir, target.number, target.hash)
     answer, citations = "", list[Citation]()
+    judged: dict[str, Any] | None = None
     with index_file.open_index(path, target.hash, target.index_digest) as conn:
         query_terms, found_in = searched_terms(conn, query_terms)
         unmatched = unmatched_words(text, [t for t in query_terms if not found_in[t]])
-        chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
+        if meaning is None:
+            chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
+        else:
+            # The meaning gap judges instead of the word gaps (ADR 0043).
+            wanted = max(limit, JUDGED)
+            found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
+            chosen, judged = judge_meaning(meaning, text, found)
+            chosen = chosen[:limit]
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
@@ -327,7 +344,19 @@ def query(
         citations,
         round((time.perf_counter() - started) * 1000, 3),
         unmatched,
+        judged,
     )
+
+
+def judge_meaning(
+    meaning: Meaning, text: str, chosen: list[Candidate]
+) -> tuple[list[Candidate], dict[str, Any]]:
+    """The citations, or none when none of the first `JUDGED` is alike in meaning to the
+    question (`meaning.py`), with the judgement for the answer's JSON."""
+    if not chosen:
+        return chosen, meaning.report(None)
+    best = meaning.best_similarity(text, [c.text for c in chosen[:JUDGED]])
+    return (chosen if best >= meaning.min_similarity else []), meaning.report(best)
 
 
 def unmatched_words(text: str, missing: list[str]) -> list[str]:

@@ -5,7 +5,7 @@
    (`mostly_unmatched`). And a question of two or more terms is a gap unless two of its words
    meet in the knowledge base's claims more often than chance would have it (a G statistic
    of at least 3.84 over the claims' rows, p = 0.05) or the knowledge base is too small for
-   that to be measurable (`words_meet`).
+   that to be measurable (`words_meet`). A named model's meaning gap replaces both (ADR 0043).
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
    question's IDF weight.
@@ -35,9 +35,9 @@
    context); every claim of a retired record (superseded, deprecated, rejected) comes after
    all other claims.
 
-Everything is deterministic for the same index content: rowid values (which differ between
-an incrementally patched index and a rebuilt one) never decide an order; which claim rows of a
-source are adjacent does, and every index writes them in text order (index format 11).
+Everything is deterministic for the same index content: rowid values (which differ between a
+patched index and a rebuilt one) never decide an order; which claim rows of a source are
+adjacent does, and every index writes them in text order (index format 11).
 """
 
 from __future__ import annotations
@@ -218,18 +218,21 @@ def _passing_sources(
 
 
 def candidates(
-    conn: sqlite3.Connection, query_terms: list[str], df: Mapping[str, int] | None = None
+    conn: sqlite3.Connection,
+    query_terms: list[str],
+    df: Mapping[str, int] | None = None,
+    *,
+    word_gaps: bool = True,
 ) -> list[Candidate]:
-    """The claims that may answer, with their relevance (see the module's docstring); none
-    when the question's words do not meet in the knowledge base (a gap). `df`: how many
-    sources hold each term, when the caller has read it already (`vocabulary`)."""
+    """The claims that may answer, with their relevance (the module's docstring); none for a
+    word gap (0., with `word_gaps`). `df`: each term's sources, when read already."""
     df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
     total = _source_count(conn)
-    if mostly_unmatched(query_terms, df, total):
+    if word_gaps and mostly_unmatched(query_terms, df, total):
         return []
     totals = fts_totals(conn, "claims_fts")
     held = vocabulary(conn, "claims_fts", query_terms)
-    if not words_meet(conn, query_terms, held, totals[0]):
+    if word_gaps and not words_meet(conn, query_terms, held, totals[0]):
         return []
     # Words in most sources ("use", "file") weigh almost nothing in BM25 but make FTS5 score
     # a large part of a large index: they are not searched for when rarer words are there

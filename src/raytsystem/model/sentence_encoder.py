@@ -1,0 +1,218 @@
+"""Sentence embeddings: a BERT encoder with mean pooling, run with NumPy (ADR 0043).
+
+It reads a sentence-transformers model folder, as the model's authors publish it:
+`config.json` (a BERT: `model_type` "bert", absolute positions, GELU), `model.safetensors`
+(the weights), `tokenizer.json` (its WordPiece tokenizer) and, when there,
+`1_Pooling/config.json` (mean pooling is the only kind taken) and `sentence_bert_config.json`
+(`max_seq_length`). all-MiniLM-L6-v2 is the model measured (bench/retrieval.md, "Meaning").
+
+`encode` gives each text a unit vector; the dot product of two is their cosine similarity.
+The forward pass is BERT's: embeddings, then per layer self-attention and a feed-forward
+block, each followed by a residual sum and layer normalization; GELU is the exact one (erf),
+as the model was trained with. Texts are run in batches of similar length, padded, with the
+padding masked out of attention and of the mean. Nothing is downloaded: the folder is all.
+
+NumPy, safetensors and tokenizers are the optional `semantic` dependencies: importing this
+module without them raises `ModelError` with the command that installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import WorkspaceError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+INSTALL: Final = "uv sync --extra semantic (or pip install 'raytsystem[semantic]')"
+BATCH: Final = 32
+LAYER_NORM_EPS_DEFAULT: Final = 1e-12
+
+
+class ModelError(WorkspaceError):
+    """The model folder or the packages that run it are missing or not a model we can run."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="semantic_model_invalid")
+
+
+def _modules() -> tuple[Any, Any, Any]:
+    try:
+        import numpy
+        import safetensors.numpy
+        import tokenizers
+    except ImportError as exc:
+        raise ModelError(
+            f"sentence embeddings need NumPy, safetensors and tokenizers ({exc.name} is "
+            f"missing): {INSTALL}"
+        ) from None
+    return numpy, safetensors.numpy, tokenizers
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"the model folder has no {path.name} ({path})") from None
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelError(f"{path} is not a JSON object")
+    return data
+
+
+class SentenceEncoder:
+    """A BERT sentence encoder loaded from a model folder (see the module's docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        np_, st, tk = _modules()
+        self._np = np_
+        if not folder.is_dir():
+            raise ModelError(f"no model folder at {folder}")
+        config = _read_json(folder / "config.json")
+        self._check(config, folder)
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", LAYER_NORM_EPS_DEFAULT))
+        max_len = int(config.get("max_position_embeddings", 512))
+        if (folder / "sentence_bert_config.json").exists():
+            max_len = min(
+                max_len,
+                int(
+                    _read_json(folder / "sentence_bert_config.json").get("max_seq_length", max_len)
+                ),
+            )
+        try:
+            self.w: dict[str, NDArray[np.float32]] = {
+                k: v.astype(np_.float32, copy=False)
+                for k, v in st.load_file(str(folder / "model.safetensors")).items()
+            }
+            self.tokenizer = tk.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except FileNotFoundError as exc:
+            raise ModelError(f"the model folder {folder} lacks a file: {exc}") from None
+        except Exception as exc:  # the libraries' own errors for a damaged file
+            raise ModelError(f"the model in {folder} cannot be loaded: {exc}") from exc
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_len)
+        self._check_weights(folder)
+
+    @staticmethod
+    def _check(config: dict[str, Any], folder: Path) -> None:
+        if config.get("model_type") != "bert":
+            raise ModelError(f"the model in {folder} is not a BERT ({config.get('model_type')!r})")
+        if (
+            config.get("hidden_act", "gelu") != "gelu"
+            or config.get("position_embedding_type", "absolute") != "absolute"
+        ):
+            raise ModelError(f"the model in {folder} uses a BERT variant this encoder does not run")
+        pooling = folder / "1_Pooling" / "config.json"
+        if pooling.exists() and not _read_json(pooling).get("pooling_mode_mean_tokens", False):
+            raise ModelError(f"the model in {folder} does not pool by mean; only that is run")
+
+    def _check_weights(self, folder: Path) -> None:
+        prefix = "" if "embeddings.word_embeddings.weight" in self.w else "bert."
+        if prefix:
+            self.w = {k.removeprefix(prefix): v for k, v in self.w.items()}
+        needed = ["embeddings.word_embeddings.weight", "embeddings.LayerNorm.weight"] + [
+            f"encoder.layer.{i}.output.dense.weight" for i in range(self.layers)
+        ]
+        missing = [k for k in needed if k not in self.w]
+        if missing:
+            raise ModelError(f"the weights in {folder} lack {missing[0]}")
+        self.width = int(self.w["embeddings.word_embeddings.weight"].shape[1])
+        if self.width % self.heads:
+            raise ModelError(f"the model in {folder} has a width its heads do not divide")
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One unit vector per text (rows, in the texts' order)."""
+        np_ = self._np
+        out: NDArray[np.float32] = np_.zeros((len(texts), self.width), np_.float32)
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: (len(encodings[i].ids), i))
+        for start in range(0, len(order), BATCH):
+            rows = order[start : start + BATCH]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np_.zeros((len(rows), width), np_.int64)
+            mask = np_.zeros((len(rows), width), np_.float32)
+            for r, i in enumerate(rows):
+                found = encodings[i].ids
+                ids[r, : len(found)] = found
+                mask[r, : len(found)] = 1.0
+            out[rows] = self._forward(ids, mask)
+        return out
+
+    def _norm(self, x: NDArray[np.float32], name: str) -> NDArray[np.float32]:
+        mean = x.mean(-1, keepdims=True)
+        centred = x - mean
+        var = (centred * centred).mean(-1, keepdims=True)
+        result: NDArray[np.float32] = centred / self._np.sqrt(var + self.eps)
+        return result * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+
+    def _linear(self, x: NDArray[np.float32], name: str) -> NDArray[np.float32]:
+        result: NDArray[np.float32] = x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
+        return result
+
+    def _forward(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
+        np_, w = self._np, self.w
+        batch, length = ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length][None]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self._norm(x, "embeddings.LayerNorm")
+        head = self.width // self.heads
+        masked = (mask[:, None, None, :] - np_.float32(1.0)) * np_.float32(1e9)
+        scale = np_.float32(1.0 / math.sqrt(head))
+
+        def split(t: NDArray[np.float32]) -> NDArray[np.float32]:
+            return t.reshape(batch, length, self.heads, head).transpose(0, 2, 1, 3)
+
+        for i in range(self.layers):
+            at = f"encoder.layer.{i}."
+            q = split(self._linear(x, at + "attention.self.query"))
+            k = split(self._linear(x, at + "attention.self.key"))
+            v = split(self._linear(x, at + "attention.self.value"))
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + masked
+            scores = np_.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.width)
+            x = self._norm(
+                self._linear(context, at + "attention.output.dense") + x,
+                at + "attention.output.LayerNorm",
+            )
+            inner = gelu(np_, self._linear(x, at + "intermediate.dense"))
+            x = self._norm(self._linear(inner, at + "output.dense") + x, at + "output.LayerNorm")
+        summed = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        pooled: NDArray[np.float32] = summed / np_.linalg.norm(summed, axis=1, keepdims=True)
+        return pooled
+
+
+def gelu(np_: Any, x: NDArray[np.float32]) -> NDArray[np.float32]:
+    """x * Phi(x), Phi the normal CDF through erf (NumPy has no erf: W. J. Cody's rational
+    approximation as given by Numerical Recipes' erfc, relative error below 1.2e-7)."""
+    z = np_.abs(x) * np_.float32(1.0 / math.sqrt(2.0))
+    t = np_.float32(1.0) / (np_.float32(1.0) + np_.float32(0.5) * z)
+    poly = np_.float32(0.17087277)
+    for c in (
+        -0.82215223,
+        1.48851587,
+        -1.13520398,
+        0.27886807,
+        -0.18628806,
+        0.09678418,
+        0.37409196,
+        1.00002368,
+        -1.26551223,
+    ):
+        poly = poly * t + np_.float32(c)
+    erfc = t * np_.exp(-z * z + poly)
+    erf = np_.where(x >= 0, np_.float32(1.0) - erfc, erfc - np_.float32(1.0))
+    result: NDArray[np.float32] = np_.float32(0.5) * x * (np_.float32(1.0) + erf)
+    return result

@@ -1,0 +1,58 @@
+"""The meaning gap (ADR 0043): an answer whose first citations say nothing like the question is
+a gap, judged by a sentence-embedding model the workspace names (`[meaning] model`).
+
+The words rules (`meeting`, `ranking`) decide which claims may answer from the words they
+share with the question. A question about something the knowledge base does not hold still
+meets some of its words somewhere ("What is the capital city of Australia?" asked of
+biomedical abstracts: a survey "conducted in the capital city" of Belarus). A sentence
+encoder reads what a sentence is about, not which words it has: the question and each of the
+first `JUDGED` citations the words rules chose become unit vectors, and when no citation's
+cosine similarity with the question reaches `min_similarity`, the answer is a gap.
+
+The first `JUDGED` citations are judged whatever `--limit` asks, so the same question on the
+same generation is answered or not alike at every limit. The model is read from its folder
+once per session; nothing is downloaded, and nothing about the knowledge base is stored:
+only the question and the chosen statements are encoded, at query time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ..config import MeaningConfig
+from ..model.sentence_encoder import SentenceEncoder
+
+# How many of the first citations are judged (measured: bench/retrieval.md, "Meaning").
+JUDGED: Final = 10
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """A loaded model (`encoder`, read from `folder`) and the bar a citation must reach."""
+
+    encoder: SentenceEncoder
+    folder: Path
+    min_similarity: float
+
+    @classmethod
+    def named(cls, root: Path, settings: MeaningConfig) -> Meaning:
+        """The model a workspace's `[meaning]` table names (a folder relative to `root`)."""
+        folder = Path(settings.model).expanduser()
+        folder = folder if folder.is_absolute() else root / folder
+        return cls(SentenceEncoder(folder), folder, settings.min_similarity)
+
+    def best_similarity(self, question: str, statements: Sequence[str]) -> float:
+        """The highest cosine similarity of the question with one of the statements."""
+        vectors = self.encoder.encode([question, *statements])
+        return float((vectors[1:] @ vectors[0]).max()) if statements else -1.0
+
+    def report(self, similarity: float | None) -> dict[str, Any]:
+        """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""
+        return {
+            "model": self.folder.name,
+            "similarity": None if similarity is None else round(similarity, 4),
+            "min_similarity": self.min_similarity,
+        }
