@@ -18,6 +18,8 @@ from conftest import run_cli, write
 
 from raytsystem.config import DEFAULT_MIN_SIMILARITY
 from raytsystem.model.sentence_encoder import ModelError, SentenceEncoder, gelu
+from raytsystem.pipeline.meaning import JUDGED, READ, WEIGHT, Meaning
+from raytsystem.pipeline.ranking import Candidate
 
 DOC = """# Payments
 
@@ -139,6 +141,29 @@ def test_a_model_folder_that_cannot_be_run_is_named(tmp_path: Path, damage: str,
     with pytest.raises(ModelError, match=says) as caught:
         SentenceEncoder(folder)
     assert caught.value.code == "semantic_model_invalid"
+
+
+def test_the_first_citations_are_reordered_by_meaning_within_their_tiers(tmp_path: Path) -> None:
+    folder = tiny_model(tmp_path / "m")
+    meaning = Meaning(SentenceEncoder(folder), folder, -1.0)
+    lines = [w for w in DOC.replace("#", "").split("\n") if w.strip()]
+    chosen = [
+        Candidate(f"clm_{i}", f"src_{i % 3}", 1.0 - i / 50, "", i, 1 if i else 0, text=lines[i % 5])
+        for i in range(READ + 3)
+    ]
+    question = "When are refunds paid back to the card?"
+    alike = meaning.similarities(question, [c.text for c in chosen[:READ]])
+    got, judged = meaning.judge(question, chosen)
+    assert judged["similarity"] == round(max(alike[:JUDGED]), 4)
+    assert got[0] is chosen[0]  # its tier (a manual claim's) comes first, whatever its meaning
+    fused = {id(c): c.score + WEIGHT * a for c, a in zip(chosen, alike, strict=False)}
+    head = [fused[id(c)] for c in got[1:READ]]
+    assert head == sorted(head, reverse=True)
+    assert got[READ:] == chosen[READ:]  # past the first READ, the composition's order
+    assert sorted(id(c) for c in got) == sorted(id(c) for c in chosen)
+    # Below the bar, nothing: a gap.
+    strict = Meaning(meaning.encoder, folder, 1.0)
+    assert strict.judge(question, chosen)[0] == []
 
 
 def configure(workspace: Path, model: str, bar: float) -> None:

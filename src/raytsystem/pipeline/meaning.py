@@ -10,7 +10,12 @@ first `JUDGED` citations the words rules chose become unit vectors, and when no 
 cosine similarity with the question reaches `min_similarity`, the answer is a gap.
 
 The first `JUDGED` citations are judged whatever `--limit` asks, so the same question on the
-same generation is answered or not alike at every limit. The model is read from its folder
+same generation is answered or not alike at every limit. An answer that is given has its first
+`READ` citations (encoded with them) re-ordered by their relevance plus `WEIGHT` times their
+similarity: within their tiers (manual claims and decisions in force first, retired records'
+claims last), a line that says what the question asks comes before one that has more of its
+words; an answer's `--limit` citations are then the first of that order, drawn from the
+composition's first `READ`. The model is read from its folder
 once per session; nothing is downloaded, and nothing about the knowledge base is stored:
 only the question and the chosen statements are encoded, at query time.
 """
@@ -24,9 +29,13 @@ from typing import Any, Final
 
 from ..config import MeaningConfig
 from ..model.sentence_encoder import SentenceEncoder
+from .ranking import Candidate
 
-# How many of the first citations are judged (measured: bench/retrieval.md, "Meaning").
+# How many of the first citations are judged, and how many re-ordered by meaning, with what
+# weight against relevance (up to 2) (measured: bench/retrieval.md, "Meaning").
 JUDGED: Final = 10
+READ: Final = 20
+WEIGHT: Final = 2.0
 
 
 @dataclass(frozen=True)
@@ -44,10 +53,29 @@ class Meaning:
         folder = folder if folder.is_absolute() else root / folder
         return cls(SentenceEncoder(folder), folder, settings.min_similarity)
 
-    def best_similarity(self, question: str, statements: Sequence[str]) -> float:
-        """The highest cosine similarity of the question with one of the statements."""
+    def similarities(self, question: str, statements: Sequence[str]) -> list[float]:
+        """The cosine similarity of the question with each statement."""
         vectors = self.encoder.encode([question, *statements])
-        return float((vectors[1:] @ vectors[0]).max()) if statements else -1.0
+        return [float(x) for x in vectors[1:] @ vectors[0]]
+
+    def judge(
+        self, question: str, chosen: list[Candidate]
+    ) -> tuple[list[Candidate], dict[str, Any]]:
+        """The citations (`chosen`: the composition's, in its order), their first `READ`
+        re-ordered by meaning, or none when none of the first `JUDGED` is alike in meaning
+        to the question; with the judgement for the answer's JSON (`report`)."""
+        if not chosen:
+            return chosen, self.report(None)
+        head = chosen[:READ]
+        alike = self.similarities(question, [c.text for c in head])
+        best = max(alike[:JUDGED])
+        if best < self.min_similarity:
+            return [], self.report(best)
+        order = sorted(
+            range(len(head)),
+            key=lambda i: (head[i].tier, -round(head[i].score + WEIGHT * alike[i], 9), i),
+        )
+        return [head[i] for i in order] + chosen[READ:], self.report(best)
 
     def report(self, similarity: float | None) -> dict[str, Any]:
         """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""

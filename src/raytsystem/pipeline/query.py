@@ -32,7 +32,7 @@ from ..storage.reader import Reader
 from .chain import Checker, ClaimView, EvidenceView
 from .claim_scoring import vocabulary
 from .compose import DEFAULT_PER_SOURCE, MAX_PER_SOURCE, compose_answer
-from .meaning import JUDGED
+from .meaning import READ
 from .ranking import Candidate
 
 if TYPE_CHECKING:
@@ -296,8 +296,8 @@ def query(
     """Answer `text` from the verified, confirmed claims of a generation (the current one
     unless `generation` names another), or a gap; fails closed on any mismatch. At most
     `limit` citations; a source's claims past `per_source` only where other sources leave
-    room (`compose`); with `meaning`, a gap unless one of the first `meaning.JUDGED`
-    citations is alike in meaning to the question (ADR 0043)."""
+    room (`compose`); with `meaning`, a gap unless one of the first citations is alike in
+    meaning to the question, and the first ones re-ordered by it (`meaning.py`, ADR 0043)."""
     from .. import faults
 
     started = time.perf_counter()
@@ -319,9 +319,9 @@ def query(
             chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
         else:
             # The meaning gap judges instead of the word gaps (ADR 0043).
-            wanted = max(limit, JUDGED)
+            wanted = max(limit, READ)
             found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
-            chosen, judged = judge_meaning(meaning, text, found)
+            chosen, judged = meaning.judge(text, found)
             chosen = chosen[:limit]
         faults.point("query.after_search")
         if chosen:
@@ -346,17 +346,6 @@ def query(
         unmatched,
         judged,
     )
-
-
-def judge_meaning(
-    meaning: Meaning, text: str, chosen: list[Candidate]
-) -> tuple[list[Candidate], dict[str, Any]]:
-    """The citations, or none when none of the first `JUDGED` is alike in meaning to the
-    question (`meaning.py`), with the judgement for the answer's JSON."""
-    if not chosen:
-        return chosen, meaning.report(None)
-    best = meaning.best_similarity(text, [c.text for c in chosen[:JUDGED]])
-    return (chosen if best >= meaning.min_similarity else []), meaning.report(best)
 
 
 def unmatched_words(text: str, missing: list[str]) -> list[str]:
