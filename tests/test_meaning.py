@@ -125,6 +125,9 @@ def test_vectors_are_unit_and_a_text_encodes_alike_in_any_batch(tmp_path: Path) 
         ("not_bert", "not a BERT"),
         ("no_weights", "lacks a file"),
         ("max_pooling", "does not pool by mean"),
+        ("heads_text", "no usable num_attention_heads"),
+        ("layer_missing", "lack encoder.layer.1.attention.self.key.weight"),
+        ("extra_layer", "more layers than its config"),
     ],
 )
 def test_a_model_folder_that_cannot_be_run_is_named(tmp_path: Path, damage: str, says: str) -> None:
@@ -136,8 +139,21 @@ def test_a_model_folder_that_cannot_be_run_is_named(tmp_path: Path, damage: str,
         (folder / "config.json").write_text(json.dumps(config | {"model_type": "gpt2"}))
     elif damage == "no_weights":
         (folder / "model.safetensors").unlink()
-    else:
+    elif damage == "max_pooling":
         write(folder, "1_Pooling/config.json", json.dumps({"pooling_mode_max_tokens": True}))
+    elif damage == "heads_text":
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"num_attention_heads": "two"}))
+    else:
+        from safetensors.numpy import load_file, save_file
+
+        weights = load_file(str(folder / "model.safetensors"))
+        if damage == "layer_missing":
+            del weights["encoder.layer.1.attention.self.key.weight"]
+        else:
+            config = json.loads((folder / "config.json").read_text())
+            (folder / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1}))
+        save_file(weights, str(folder / "model.safetensors"))
     with pytest.raises(ModelError, match=says) as caught:
         SentenceEncoder(folder)
     assert caught.value.code == "semantic_model_invalid"
@@ -148,22 +164,27 @@ def test_the_first_citations_are_reordered_by_meaning_within_their_tiers(tmp_pat
     meaning = Meaning(SentenceEncoder(folder), folder, -1.0)
     lines = [w for w in DOC.replace("#", "").split("\n") if w.strip()]
     chosen = [
-        Candidate(f"clm_{i}", f"src_{i % 3}", 1.0 - i / 50, "", i, 1 if i else 0, text=lines[i % 5])
+        Candidate(
+            f"clm_{i}", f"src_{i % 3}", 1.0 - i / 50, f"k{i}", i, 1 if i else 0, text=lines[i % 5]
+        )
         for i in range(READ + 3)
     ]
     question = "When are refunds paid back to the card?"
     alike = meaning.similarities(question, [c.text for c in chosen[:READ]])
-    got, judged = meaning.judge(question, chosen)
+    got, judged = meaning.judge(question, chosen, 50)
     assert judged["similarity"] == round(max(alike[:JUDGED]), 4)
-    assert got[0] is chosen[0]  # its tier (a manual claim's) comes first, whatever its meaning
-    fused = {id(c): c.score + WEIGHT * a for c, a in zip(chosen, alike, strict=False)}
-    head = [fused[id(c)] for c in got[1:READ]]
+    assert got[0].claim_id == chosen[0].claim_id  # tier 0 stays first
+    fused = {c.claim_id: c.score + WEIGHT * a for c, a in zip(chosen, alike, strict=False)}
+    head = [fused[c.claim_id] for c in got[1:READ]]
     assert head == sorted(head, reverse=True)
     assert got[READ:] == chosen[READ:]  # past the first READ, the composition's order
-    assert sorted(id(c) for c in got) == sorted(id(c) for c in chosen)
+    assert sorted(c.claim_id for c in got) == sorted(c.claim_id for c in chosen)
+    # With one claim per source before the demotion, the three sources lead.
+    capped, _ = meaning.judge(question, chosen, 1)
+    assert len({c.source_id for c in capped[1:4]}) == 3
     # Below the bar, nothing: a gap.
     strict = Meaning(meaning.encoder, folder, 1.0)
-    assert strict.judge(question, chosen)[0] == []
+    assert strict.judge(question, chosen, 2)[0] == []
 
 
 def configure(workspace: Path, model: str, bar: float) -> None:

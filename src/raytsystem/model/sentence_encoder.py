@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 INSTALL: Final = "uv sync --extra semantic (or pip install 'raytsystem[semantic]')"
+Shape = tuple[int | None, ...]  # a weight's shape; None: any size
 BATCH: Final = 8  # small batches pad short texts less: a query encodes about 20
 LAYER_NORM_EPS_DEFAULT: Final = 1e-12
 
@@ -77,17 +78,17 @@ class SentenceEncoder:
             raise ModelError(f"no model folder at {folder}")
         config = _read_json(folder / "config.json")
         self._check(config, folder)
-        self.heads = int(config["num_attention_heads"])
-        self.layers = int(config["num_hidden_layers"])
-        self.eps = float(config.get("layer_norm_eps", LAYER_NORM_EPS_DEFAULT))
-        max_len = int(config.get("max_position_embeddings", 512))
-        if (folder / "sentence_bert_config.json").exists():
-            max_len = min(
-                max_len,
-                int(
-                    _read_json(folder / "sentence_bert_config.json").get("max_seq_length", max_len)
-                ),
-            )
+        self.heads = _count(config, "num_attention_heads", None, folder)
+        self.layers = _count(config, "num_hidden_layers", None, folder)
+        self.inner = _count(config, "intermediate_size", None, folder)
+        max_len = _count(config, "max_position_embeddings", 512, folder)
+        sbert = folder / "sentence_bert_config.json"
+        if sbert.exists():
+            max_len = min(max_len, _count(_read_json(sbert), "max_seq_length", max_len, folder))
+        eps = config.get("layer_norm_eps", LAYER_NORM_EPS_DEFAULT)
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < 1:
+            raise ModelError(f"the model in {folder} has no usable layer_norm_eps ({eps!r})")
+        self.eps = float(eps)
         try:
             self.w: dict[str, NDArray[np.float32]] = {
                 k: v.astype(np_.float32, copy=False)
@@ -98,9 +99,10 @@ class SentenceEncoder:
             raise ModelError(f"the model folder {folder} lacks a file: {exc}") from None
         except Exception as exc:  # the libraries' own errors for a damaged file
             raise ModelError(f"the model in {folder} cannot be loaded: {exc}") from exc
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_len)
         self._check_weights(folder)
+        positions = int(self.w["embeddings.position_embeddings.weight"].shape[0])
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(min(max_len, positions))
 
     @staticmethod
     def _check(config: dict[str, Any], folder: Path) -> None:
@@ -116,21 +118,51 @@ class SentenceEncoder:
             raise ModelError(f"the model in {folder} does not pool by mean; only that is run")
 
     def _check_weights(self, folder: Path) -> None:
+        """Every weight `_forward` reads, of the shape the config says; no layer beyond it."""
         prefix = "" if "embeddings.word_embeddings.weight" in self.w else "bert."
         if prefix:
             self.w = {k.removeprefix(prefix): v for k, v in self.w.items()}
-        needed = ["embeddings.word_embeddings.weight", "embeddings.LayerNorm.weight"] + [
-            f"encoder.layer.{i}.output.dense.weight" for i in range(self.layers)
-        ]
-        missing = [k for k in needed if k not in self.w]
-        if missing:
-            raise ModelError(f"the weights in {folder} lack {missing[0]}")
+        words = self.w.get("embeddings.word_embeddings.weight")
+        width = int(words.shape[1]) if words is not None and words.ndim == 2 else 0
+        if not width or width % self.heads:
+            raise ModelError(f"the model in {folder} has no word embeddings its heads divide")
+        self.width = width
+        square: Shape = (width, width)
+        inner: Shape = (self.inner, width)
+        needed: dict[str, Shape] = {
+            "embeddings.position_embeddings.weight": (None, width),
+            "embeddings.token_type_embeddings.weight": (None, width),
+            "embeddings.LayerNorm.weight": (width,),
+            "embeddings.LayerNorm.bias": (width,),
+        }
+        for i in range(self.layers):
+            at = f"encoder.layer.{i}."
+            for name, shape in [
+                *((f"attention.self.{p}", square) for p in ("query", "key", "value")),
+                ("attention.output.dense", square),
+                ("intermediate.dense", inner),
+                ("output.dense", (width, self.inner)),
+            ]:
+                needed[f"{at}{name}.weight"] = shape
+                needed[f"{at}{name}.bias"] = shape[:1]
+            for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+                needed[f"{at}{norm}.weight"] = needed[f"{at}{norm}.bias"] = (width,)
+        for key, shape in needed.items():
+            found = self.w.get(key)
+            if (
+                found is None
+                or len(found.shape) != len(shape)
+                or any(
+                    want is not None and got != want
+                    for got, want in zip(found.shape, shape, strict=True)
+                )
+            ):
+                raise ModelError(f"the weights in {folder} lack {key} of shape {shape}")
+        if any(k.startswith(f"encoder.layer.{self.layers}.") for k in self.w):
+            raise ModelError(f"the weights in {folder} have more layers than its config")
         # The layers' weights transposed once, contiguous, for `_linear`.
-        for key in [k for k in self.w if k.startswith("encoder.") and self.w[k].ndim == 2]:
+        for key in [k for k in needed if k.startswith("encoder.") and len(needed[k]) == 2]:
             self.w[f"{key}^T"] = self._np.ascontiguousarray(self.w[key].T)
-        self.width = int(self.w["embeddings.word_embeddings.weight"].shape[1])
-        if self.width % self.heads:
-            raise ModelError(f"the model in {folder} has a width its heads do not divide")
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One unit vector per text (rows, in the texts' order)."""
@@ -198,6 +230,14 @@ class SentenceEncoder:
         summed = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         pooled: NDArray[np.float32] = summed / np_.linalg.norm(summed, axis=1, keepdims=True)
         return pooled
+
+
+def _count(config: dict[str, Any], key: str, default: int | None, folder: Path) -> int:
+    """A positive whole number of a model's config (`default` when absent, if any)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelError(f"the model in {folder} has no usable {key} ({value!r})")
+    return value
 
 
 def gelu(np_: Any, x: NDArray[np.float32]) -> NDArray[np.float32]:

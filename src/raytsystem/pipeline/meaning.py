@@ -12,23 +12,25 @@ cosine similarity with the question reaches `min_similarity`, the answer is a ga
 The first `JUDGED` citations are judged whatever `--limit` asks, so the same question on the
 same generation is answered or not alike at every limit. An answer that is given has its first
 `READ` citations (encoded with them) re-ordered by their relevance plus `WEIGHT` times their
-similarity: within their tiers (manual claims and decisions in force first, retired records'
-claims last), a line that says what the question asks comes before one that has more of its
-words; an answer's `--limit` citations are then the first of that order, drawn from the
-composition's first `READ`. The model is read from its folder
-once per session; nothing is downloaded, and nothing about the knowledge base is stored:
-only the question and the chosen statements are encoded, at query time.
+similarity, within their tiers (manual claims and decisions in force first, retired records'
+claims last) and with the composition's cap per source applied again (`compose.select`): a
+line that says what the question asks comes before one that has more of its words. An
+answer's `--limit` citations are the first of that order, drawn from the composition's first
+`READ`. The model is read from its folder once per session; nothing is downloaded, and
+nothing about the knowledge base is stored: only the question and the chosen statements are
+encoded, at query time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from ..config import MeaningConfig
 from ..model.sentence_encoder import SentenceEncoder
+from .compose import select
 from .ranking import Candidate
 
 # How many of the first citations are judged, and how many re-ordered by meaning, with what
@@ -59,7 +61,7 @@ class Meaning:
         return [float(x) for x in vectors[1:] @ vectors[0]]
 
     def judge(
-        self, question: str, chosen: list[Candidate]
+        self, question: str, chosen: list[Candidate], per_source: int
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """The citations (`chosen`: the composition's, in its order), their first `READ`
         re-ordered by meaning, or none when none of the first `JUDGED` is alike in meaning
@@ -71,11 +73,10 @@ class Meaning:
         best = max(alike[:JUDGED])
         if best < self.min_similarity:
             return [], self.report(best)
-        order = sorted(
-            range(len(head)),
-            key=lambda i: (head[i].tier, -round(head[i].score + WEIGHT * alike[i], 9), i),
-        )
-        return [head[i] for i in order] + chosen[READ:], self.report(best)
+        fused = [replace(c, score=c.score + WEIGHT * a) for c, a in zip(head, alike, strict=True)]
+        walk = sorted(fused, key=lambda c: (c.tier, -round(c.score, 9)))  # ties keep their order
+        # The composition's cap per source again, over the new relevance (`compose.select`).
+        return select(walk, len(head), per_source) + chosen[READ:], self.report(best)
 
     def report(self, similarity: float | None) -> dict[str, Any]:
         """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""

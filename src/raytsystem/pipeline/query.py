@@ -321,7 +321,7 @@ def query(
             # The meaning gap judges instead of the word gaps (ADR 0043).
             wanted = max(limit, READ)
             found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
-            chosen, judged = meaning.judge(text, found)
+            chosen, judged = meaning.judge(text, found, per_source)
             chosen = chosen[:limit]
         faults.point("query.after_search")
         if chosen:
