@@ -281,7 +281,7 @@ def evaluate(
         baseline = build_baseline(conn, reader, blobs)
     try:
         rows, base_rows, latencies = _run_cases(
-            reader, blobs, index_dir, dataset, baseline, (limit, k), generation, meaning
+            reader, blobs, index_dir, dataset, baseline, limit, generation, k, meaning
         )
     finally:
         baseline.close()
@@ -298,9 +298,7 @@ def evaluate(
         "evidence_k": e,
         "query_limit": limit,
         "generation": target.to_json(),
-        "meaning": None
-        if meaning is None
-        else {"model": meaning.folder.name, "min_similarity": meaning.min_similarity},
+        "meaning": None if meaning is None else meaning.settings(),
         "metrics": metrics,
         "baseline": {
             "what": "FTS5 bm25(), porter tokenizer, English stop words dropped from the "
@@ -331,14 +329,13 @@ def _run_cases(
     index_dir: Path,
     dataset: Dataset,
     baseline: Baseline,
-    limits: tuple[int, int],
+    limit: int,
     generation: str | None,
+    k: int,
     meaning: Meaning | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float]]:
     """Each case asked twice (the second run checks the answer repeats), and of the baseline:
-    (raytsystem's rows, the baseline's rows, every query's latency in ms). `limits`: the
-    query's `--limit` and the k of the figures."""
-    limit, k = limits
+    (raytsystem's rows, the baseline's rows, every query's latency in ms)."""
     e = dataset.evidence_k
     rows, base_rows, latencies = [], [], []
     for case in dataset.cases:

@@ -78,10 +78,11 @@ class Meaning:
         # The composition's cap per source again, over the new relevance (`compose.select`).
         return select(walk, len(head), per_source) + chosen[READ:], self.report(best)
 
+    def settings(self) -> dict[str, Any]:
+        """The model (its folder's name) and the bar, as the JSON of `query` and `eval` name them."""
+        return {"model": self.folder.name, "min_similarity": self.min_similarity}
+
     def report(self, similarity: float | None) -> dict[str, Any]:
         """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""
-        return {
-            "model": self.folder.name,
-            "similarity": None if similarity is None else round(similarity, 4),
-            "min_similarity": self.min_similarity,
-        }
+        rounded = None if similarity is None else round(similarity, 4)
+        return {"model": self.folder.name, "similarity": rounded} | self.settings()
