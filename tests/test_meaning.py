@@ -161,7 +161,7 @@ def test_a_model_folder_that_cannot_be_run_is_named(tmp_path: Path, damage: str,
 
 def test_the_first_citations_are_reordered_by_meaning_within_their_tiers(tmp_path: Path) -> None:
     folder = tiny_model(tmp_path / "m")
-    meaning = Meaning(SentenceEncoder(folder), folder, -1.0)
+    meaning = Meaning(SentenceEncoder(folder), folder, -1.0, tmp_path / "state")
     lines = [w for w in DOC.replace("#", "").split("\n") if w.strip()]
     chosen = [
         Candidate(
@@ -183,7 +183,7 @@ def test_the_first_citations_are_reordered_by_meaning_within_their_tiers(tmp_pat
     capped, _ = meaning.judge(question, chosen, 1)
     assert len({c.source_id for c in capped[1:4]}) == 3
     # Below the bar, nothing: a gap.
-    strict = Meaning(meaning.encoder, folder, 1.0)
+    strict = Meaning(meaning.encoder, folder, 1.0, tmp_path / "state")
     assert strict.judge(question, chosen, 2)[0] == []
 
 
@@ -218,6 +218,7 @@ def test_the_meaning_gap_end_to_end(workspace: Path, tmp_path: Path) -> None:
     assert ids == [c["claim"]["id"] for c in plain["citations"]]
     judged = kept["meaning"]
     assert judged["model"] == "tiny" and judged["min_similarity"] == -1.0
+    assert judged["vectors"] == "query"  # named after the ingest: nothing is stored yet
     assert -1.0 <= judged["similarity"] <= 1.0
 
     configure(workspace, "models/tiny", 1.0)  # no statement is the question itself

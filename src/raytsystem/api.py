@@ -211,6 +211,7 @@ class Session:
                 progress=progress,
                 allow_empty=allow_empty,
                 walked=walked,
+                meaning=self.meaning(),
             )
         finally:
             if walked is not None:
@@ -425,7 +426,7 @@ class Session:
         if self._meaning is None and self.ws.config.meaning.model:
             from .pipeline.meaning import Meaning
 
-            self._meaning = Meaning.named(self.ws.root, self.ws.config.meaning)
+            self._meaning = Meaning.named(self.ws.root, self.ws.config.meaning, self.ws.state_dir)
         return self._meaning
 
     # --- looking -----------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import blake3
+
 from ..errors import WorkspaceError
 
 if TYPE_CHECKING:
@@ -34,6 +36,10 @@ INSTALL: Final = "uv sync --extra semantic (or pip install 'raytsystem[semantic]
 Shape = tuple[int | None, ...]  # a weight's shape; None: any size
 BATCH: Final = 8  # small batches pad short texts less: a query encodes about 20
 LAYER_NORM_EPS_DEFAULT: Final = 1e-12
+# Raised whenever a change here changes the vectors a model gives: stored vectors (ADR 0044)
+# are named by it and the model's bytes (`SentenceEncoder.digest`).
+ENCODER_VERSION: Final = 1
+OPTIONAL_FILES: Final = ("sentence_bert_config.json", "1_Pooling/config.json")
 
 
 class ModelError(WorkspaceError):
@@ -73,7 +79,7 @@ class SentenceEncoder:
 
     def __init__(self, folder: Path) -> None:
         np_, st, tk = _modules()
-        self._np = np_
+        self._np = self.numpy = np_
         if not folder.is_dir():
             raise ModelError(f"no model folder at {folder}")
         config = _read_json(folder / "config.json")
@@ -90,11 +96,12 @@ class SentenceEncoder:
             raise ModelError(f"the model in {folder} has no usable layer_norm_eps ({eps!r})")
         self.eps = float(eps)
         try:
+            weights = (folder / "model.safetensors").read_bytes()
             self.w: dict[str, NDArray[np.float32]] = {
-                k: v.astype(np_.float32, copy=False)
-                for k, v in st.load_file(str(folder / "model.safetensors")).items()
+                k: v.astype(np_.float32, copy=False) for k, v in st.load(weights).items()
             }
             self.tokenizer = tk.Tokenizer.from_file(str(folder / "tokenizer.json"))
+            self.digest = _digest(folder, weights)
         except FileNotFoundError as exc:
             raise ModelError(f"the model folder {folder} lacks a file: {exc}") from None
         except Exception as exc:  # the libraries' own errors for a damaged file
@@ -230,6 +237,23 @@ class SentenceEncoder:
         summed = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         pooled: NDArray[np.float32] = summed / np_.linalg.norm(summed, axis=1, keepdims=True)
         return pooled
+
+
+def _digest(folder: Path, weights: bytes) -> str:
+    """What names the vectors this model gives (ADR 0044): BLAKE3 over this encoder's version
+    and the bytes of every file of the folder that it reads."""
+    hasher = blake3.blake3(f"raytsystem-encoder-{ENCODER_VERSION}\n".encode())
+    for name in ("config.json", "tokenizer.json", *OPTIONAL_FILES):
+        path = folder / name
+        if name in OPTIONAL_FILES and not path.exists():
+            hasher.update(f"{name}: none\n".encode())
+            continue
+        data = path.read_bytes()
+        hasher.update(f"{name}: {len(data)}\n".encode())
+        hasher.update(data)
+    hasher.update(f"model.safetensors: {len(weights)}\n".encode())
+    hasher.update(weights)
+    return hasher.hexdigest()
 
 
 def _count(config: dict[str, Any], key: str, default: int | None, folder: Path) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from .ranking import RETIRED_TIER, Candidate, candidates, ordered, read_statements
@@ -129,10 +129,13 @@ def compose_answer(
     df: Mapping[str, int] | None = None,
     *,
     word_gaps: bool = True,
+    rescore: Callable[[list[Candidate]], list[Candidate]] | None = None,
 ) -> list[Candidate]:
     """The claims an answer cites, in order, each with its merged near-duplicates, with what
-    the index says each one states (`df`, `word_gaps`: as `ranking.candidates` takes them)."""
-    found = above_cliff(candidates(conn, query_terms, df, word_gaps=word_gaps))
+    the index says each one states (`df`, `word_gaps`: as `ranking.candidates` takes them;
+    `rescore`: what changes their relevance before the cliff, `meaning.Fused.rescore`)."""
+    found = candidates(conn, query_terms, df, word_gaps=word_gaps)
+    found = above_cliff(rescore(found) if rescore and found else found)
     chosen = select(ordered(conn, found, 4 * limit), limit, per_source)
     read_statements(conn, [m for c in chosen for m in (c, *c.merged)])
     return chosen

@@ -30,7 +30,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import faults
 from ..discovery import Walk
@@ -49,6 +49,7 @@ from ..storage.staging import Staging, staging
 from ..storage.statcache import StatCache
 from ..storage.writes import ObjectRows, commit_generation, insert_objects, record_ingest_run
 from ..workspace import Workspace
+from .encoding import encode_generation
 from .files import now_iso
 from .indexing import SourceForIndex, index_rows, rebuild
 from .ingest_run import IngestReport, Run
@@ -56,6 +57,9 @@ from .ingest_scan import purged_blobs, purged_sources, save_stat_cache, scan_wor
 from .manual import resolve_manual
 from .parallel import BATCH, batches, few_collections, results, side_thread
 from .screen import screen_for
+
+if TYPE_CHECKING:
+    from .meaning import Meaning
 
 SUMMARY_PATHS = 100  # paths a generation's summary lists of the sources added and removed
 
@@ -72,11 +76,13 @@ def ingest(
     progress: Progress | None = None,
     allow_empty: bool = False,
     walked: Child[Walk] | None = None,
+    meaning: Meaning | None = None,
 ) -> IngestReport:
     """Ingest the workspace (or the paths of `scope`) and make the next generation if
     anything changed; the report says what was done. A generation that would drop every
     source of its parent is made only with `allow_empty` (`_finish`). `walked`: a walk of
-    `scope` already under way (`discovery.walk_in_child`)."""
+    `scope` already under way (`discovery.walk_in_child`). With `meaning`, the current
+    generation's statements get their vectors (`encoding.py`, ADR 0044)."""
     started = time.monotonic()
     jobs = jobs or min(os.cpu_count() or 1, 8)
     blobs = DiskBlobStore(ws.raw_dir)
@@ -112,6 +118,11 @@ def ingest(
             # Otherwise every file looked at was trusted by the cache, for this generation,
             # and nothing else changed: writing the cache again would change nothing.
             save_stat_cache(run, scan, cache, generation or run.parent)
+        current = generation or run.parent
+        if meaning is not None and current is not None:
+            run.report.vectors_encoded = encode_generation(
+                meaning, ws.state_dir, ws.index_dir, current, progress
+            )
         run.report.seconds = time.monotonic() - started
         return run.report
 

@@ -63,6 +63,8 @@ class IngestReport:
     index_built_from: str | None = None  # "spare" | "parent" | "ledger", for a new generation
     indexes_pruned: int = 0
     index_spare_made: bool = False
+    # Statements the model `[meaning]` names encoded for this generation (ADR 0044).
+    vectors_encoded: int = 0
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)  # files passed over, by reason
     seconds: float = 0.0
@@ -95,6 +97,7 @@ class IngestReport:
                 "pruned": self.indexes_pruned,
                 "spare_made": self.index_spare_made,
             },
+            "vectors_encoded": self.vectors_encoded,
             "findings": [f.to_json() for f in sorted(self.findings)],
             "seconds": round(self.seconds, 3),
         }

@@ -23,21 +23,39 @@ encoded, at query time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..config import MeaningConfig
+from ..errors import IntegrityError
 from ..model.sentence_encoder import SentenceEncoder
+from ..storage.vectors import VectorStore, text_key
+from .claim_scoring import rowid_list
 from .compose import select
 from .ranking import Candidate
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 # How many of the first citations are judged, and how many re-ordered by meaning, with what
 # weight against relevance (up to 2) (measured: bench/retrieval.md, "Meaning").
 JUDGED: Final = 10
 READ: Final = 20
 WEIGHT: Final = 2.0
+# With the generation's vectors stored (ADR 0044): how many of the best candidates by words
+# are read with their vectors; how many claims of their sources at most (past that, a
+# source's best similarity is its candidates'); and what each similarity adds to relevance
+# (measured: bench/retrieval.md, "Stored vectors").
+FUSED: Final = 1000
+SOURCE_CLAIMS: Final = 4000
+SOURCE_MEAN_WEIGHT: Final = 1.0
+SOURCE_BEST_WEIGHT: Final = 2.0
+CLAIM_WEIGHT: Final = 1.0
+UNIT_TOLERANCE: Final = 1e-3  # how far a stored vector's squared length may be from 1
 
 
 @dataclass(frozen=True)
@@ -47,13 +65,23 @@ class Meaning:
     encoder: SentenceEncoder
     folder: Path
     min_similarity: float
+    state_dir: Path  # where the workspace's vector store is (`storage/vectors.py`)
 
     @classmethod
-    def named(cls, root: Path, settings: MeaningConfig) -> Meaning:
+    def named(cls, root: Path, settings: MeaningConfig, state_dir: Path) -> Meaning:
         """The model a workspace's `[meaning]` table names (a folder relative to `root`)."""
         folder = Path(settings.model).expanduser()
         folder = folder if folder.is_absolute() else root / folder
-        return cls(SentenceEncoder(folder), folder, settings.min_similarity)
+        return cls(SentenceEncoder(folder), folder, settings.min_similarity, state_dir)
+
+    def stored(self, generation: str) -> VectorStore | None:
+        """The vector store, when it holds every vector of the generation (its hash); the
+        caller closes it."""
+        store = VectorStore.reading(self.state_dir, self.encoder.digest, self.encoder.width)
+        if store is not None and not store.covers(generation):
+            store.close()
+            return None
+        return store
 
     def similarities(self, question: str, statements: Sequence[str]) -> list[float]:
         """The cosine similarity of the question with each statement."""
@@ -78,6 +106,19 @@ class Meaning:
         # The composition's cap per source again, over the new relevance (`compose.select`).
         return select(walk, len(head), per_source) + chosen[READ:], self.report(best)
 
+    def judge_ranked(
+        self, chosen: list[Candidate], fused: Fused
+    ) -> tuple[list[Candidate], dict[str, Any]]:
+        """The citations ranked with the stored vectors (`Fused`), or none when none of the
+        first `JUDGED` is alike in meaning to the question; with the judgement."""
+        if not chosen:
+            return chosen, self.report(None)
+        alike = fused.similarities([c.rowid for c in chosen[:JUDGED]])
+        best = max(alike.values())
+        if best < self.min_similarity:
+            return [], self.report(best)
+        return chosen, self.report(best)
+
     def settings(self) -> dict[str, Any]:
         """The model (its folder's name) and the bar, as the JSON of `query` and `eval` name them."""
         return {"model": self.folder.name, "min_similarity": self.min_similarity}
@@ -86,3 +127,127 @@ class Meaning:
         """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""
         rounded = None if similarity is None else round(similarity, 4)
         return {"model": self.folder.name, "similarity": rounded} | self.settings()
+
+
+class Fused:
+    """One question's similarities with the claims and sources of a generation whose vectors
+    are stored (ADR 0044), added to the relevance of the candidates the words found."""
+
+    def __init__(
+        self, meaning: Meaning, store: VectorStore, conn: sqlite3.Connection, question: str
+    ) -> None:
+        self._np = meaning.encoder.numpy
+        self._store, self._conn = store, conn
+        self._question: NDArray[np.float32] = meaning.encoder.encode([question])[0]
+        self._alike: dict[int, float] = {}  # claim rowid -> similarity with the question
+
+    def rescore(self, found: list[Candidate]) -> list[Candidate]:
+        """Add meaning to the relevance of the first `FUSED` candidates (and those tied with
+        the last): `SOURCE_MEAN_WEIGHT` x the similarity of their source's vector,
+        `SOURCE_BEST_WEIGHT` x that of its most similar claim, `CLAIM_WEIGHT` x their own."""
+        ranked = sorted(found, key=lambda c: (c.tier, -round(c.score, 9)))
+        if len(ranked) > FUSED:
+            edge = (ranked[FUSED - 1].tier, round(ranked[FUSED - 1].score, 9))
+            ranked = [
+                c for i, c in enumerate(ranked) if i < FUSED or (c.tier, round(c.score, 9)) == edge
+            ]
+        sources = list(dict.fromkeys(c.source_id for c in ranked))
+        best = self._best_by_source(ranked, sources)
+        mean = self._source_similarities(sources)
+        alike = self.similarities(c.rowid for c in ranked)
+        for c in ranked:
+            c.score += (
+                SOURCE_MEAN_WEIGHT * mean[c.source_id]
+                + SOURCE_BEST_WEIGHT * best[c.source_id]
+                + CLAIM_WEIGHT * alike[c.rowid]
+            )
+        return found
+
+    def similarities(self, rowids: Iterable[int]) -> dict[int, float]:
+        """rowid -> the claim's similarity with the question (read from the store when not
+        yet known); a claim without its vector fails closed (`vector_missing`)."""
+        wanted = list(dict.fromkeys(rowids))
+        unread = [r for r in wanted if r not in self._alike]
+        if unread:
+            texts = self._conn.execute(
+                f"SELECT rowid, text FROM docs WHERE rowid IN ({rowid_list(unread)})"
+            ).fetchall()
+            self._read_claims(texts)
+        return {r: self._alike[r] for r in wanted}
+
+    def _best_by_source(self, ranked: list[Candidate], sources: list[str]) -> dict[str, float]:
+        """Each source's best claim similarity: over all its claims, for the sources (in
+        rank order) whose claims fit in `SOURCE_CLAIMS`; over its candidates for the rest."""
+        blocks = {
+            source_id: (low, high)
+            for source_id, low, high in self._conn.execute(
+                "SELECT source_id, low, high FROM blocks WHERE source_id IN "
+                f"({','.join('?' * len(sources))})",
+                sources,
+            )
+        }
+        best: dict[str, float] = {}
+        budget = SOURCE_CLAIMS
+        for source_id in sources:
+            low, high = blocks[source_id]
+            if high - low + 1 > budget:
+                continue
+            texts = self._conn.execute(
+                "SELECT rowid, text FROM docs WHERE rowid BETWEEN ? AND ? AND kind = 'claim'",
+                (low, high),
+            ).fetchall()
+            budget -= len(texts)
+            self._read_claims(texts)
+            best[source_id] = max(self._alike[r] for r, _ in texts)
+        alike = self.similarities(c.rowid for c in ranked if c.source_id not in best)
+        for c in ranked:
+            if c.rowid in alike:
+                best[c.source_id] = max(best.get(c.source_id, -1.0), alike[c.rowid])
+        return best
+
+    def _read_claims(self, texts: Sequence[tuple[int, str]]) -> None:
+        keys = [text_key(t) for _, t in texts]
+        found = self._store.read(keys)
+        lost = [r for (r, _), k in zip(texts, keys, strict=True) if k not in found]
+        if lost:
+            raise _missing(f"the claim of index row {lost[0]}")
+        for (r, _), k in zip(texts, keys, strict=True):
+            self._alike[r] = self._similarity(found[k])
+
+    def _source_similarities(self, sources: list[str]) -> dict[str, float]:
+        digests = dict(
+            self._conn.execute(
+                "SELECT source_id, digest FROM source_digests WHERE source_id IN "
+                f"({','.join('?' * len(sources))})",
+                sources,
+            )
+        )
+        found = self._store.read(list(digests.values()), of_sources=True)
+        out = {}
+        for source_id in sources:
+            vector = found.get(digests.get(source_id, ""))
+            if vector is None:
+                raise _missing(f"source {source_id}")
+            out[source_id] = self._similarity(vector)
+        return out
+
+    def _similarity(self, vector: bytes) -> float:
+        """The cosine of a stored unit vector with the question's; a vector that is not of
+        unit length was not made by the encoder, and fails closed (`vector_invalid`)."""
+        v = self._np.frombuffer(vector, "<f4")
+        if not abs(float(v @ v) - 1.0) <= UNIT_TOLERANCE:
+            raise IntegrityError(
+                "fail closed: a stored vector is not of unit length",
+                code="vector_invalid",
+                subject="vector store",
+            )
+        return float(v @ self._question)
+
+
+def _missing(what: str) -> IntegrityError:
+    return IntegrityError(
+        f"fail closed: the vector of {what} is not in the store, which records this "
+        "generation as encoded; run `raytsystem ingest` to encode again",
+        code="vector_missing",
+        subject=what,
+    )

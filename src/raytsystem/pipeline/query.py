@@ -32,7 +32,7 @@ from ..storage.reader import Reader
 from .chain import Checker, ClaimView, EvidenceView
 from .claim_scoring import vocabulary
 from .compose import DEFAULT_PER_SOURCE, MAX_PER_SOURCE, compose_answer
-from .meaning import READ
+from .meaning import JUDGED, READ, Fused
 from .ranking import Candidate
 
 if TYPE_CHECKING:
@@ -318,11 +318,9 @@ def query(
         if meaning is None:
             chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
         else:
-            # The meaning gap judges instead of the word gaps (ADR 0043).
-            wanted = max(limit, READ)
-            found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
-            chosen, judged = meaning.judge(text, found, per_source)
-            chosen = chosen[:limit]
+            chosen, judged = _by_meaning(
+                meaning, conn, target.hash, text, query_terms, found_in, limit, per_source
+            )
         faults.point("query.after_search")
         if chosen:
             views = verify_chosen(Checker(reader, blobs), chosen, target.number, conn)
@@ -346,6 +344,37 @@ def query(
         unmatched,
         judged,
     )
+
+
+def _by_meaning(
+    meaning: Meaning,
+    conn: sqlite3.Connection,
+    generation: str,
+    text: str,
+    query_terms: list[str],
+    found_in: dict[str, int],
+    limit: int,
+    per_source: int,
+) -> tuple[list[Candidate], dict[str, Any]]:
+    """The citations when the workspace names a model: the meaning gap judges instead of the
+    word gaps (ADR 0043), and with the generation's vectors stored, meaning ranks too (ADR
+    0044); otherwise the first citations are encoded and re-ordered."""
+    store = meaning.stored(generation)
+    if store is None:
+        wanted = max(limit, READ)
+        found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
+        chosen, judged = meaning.judge(text, found, per_source)
+        return chosen[:limit], judged | {"vectors": "query"}
+    try:
+        fused = Fused(meaning, store, conn, text)
+        wanted = max(limit, JUDGED)  # the same ones judged at every limit
+        found = compose_answer(
+            conn, query_terms, wanted, per_source, found_in, word_gaps=False, rescore=fused.rescore
+        )
+        chosen, judged = meaning.judge_ranked(found, fused)
+    finally:
+        store.close()
+    return chosen[:limit], judged | {"vectors": "stored"}
 
 
 def unmatched_words(text: str, missing: list[str]) -> list[str]:

@@ -1,0 +1,95 @@
+"""Encode a generation's claims and sources with the model `[meaning]` names (ADR 0044).
+
+After an ingest, whether or not it made a generation, every claim statement of the current
+generation without a vector of this model gets one, and every source without one gets the
+normalized mean of its claims' vectors (`storage/vectors.py`). Only statements never encoded
+before are run through the model: a re-ingest that changed one file encodes that file's new
+sentences. Vectors are written a chunk at a time, so an encoding cut short keeps what it
+did and the next ingest goes on from there. Once all are there, the store records the
+generation as encoded, and queries of it rank by meaning (`meaning.py`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ..progress import Progress
+from ..storage import index_file
+from ..storage.vectors import VectorStore, text_key
+
+if TYPE_CHECKING:
+    from ..storage.generations import GenerationRef
+    from .meaning import Meaning
+
+CHUNK: Final = 256  # statements encoded, then stored, at a time
+
+
+def encode_generation(
+    meaning: Meaning,
+    state_dir: Path,
+    index_dir: Path,
+    generation: GenerationRef,
+    progress: Progress | None = None,
+) -> int:
+    """Give the generation's claims and sources their vectors; how many statements were
+    encoded (0 when the store had them all)."""
+    encoder = meaning.encoder
+    path = index_file.index_path(index_dir, generation.number, generation.hash)
+    with (
+        VectorStore.opened(state_dir, encoder.digest, encoder.width) as store,
+        index_file.open_index(path, generation.hash) as conn,
+    ):
+        if store.covers(generation.hash):
+            return 0
+        statements = {text_key(t): t for (t,) in conn.execute(_CLAIM_TEXTS)}
+        todo = sorted(statements.keys() - store.known(statements))
+        for done, chunk in enumerate(_chunks(todo), 1):
+            vectors = encoder.encode([statements[k] for k in chunk])
+            store.add(zip(chunk, (v.astype("<f4").tobytes() for v in vectors), strict=True))
+            if progress:
+                progress("encode", min(done * CHUNK, len(todo)), len(todo), 0)
+        _encode_sources(conn, store, meaning)
+        store.mark(generation.hash)
+        return len(todo)
+
+
+_CLAIM_TEXTS: Final = "SELECT text FROM docs WHERE kind = 'claim'"
+
+
+def _encode_sources(conn: sqlite3.Connection, store: VectorStore, meaning: Meaning) -> None:
+    """Each source without a vector gets the normalized mean of its claims' (a source
+    without claims gets none)."""
+    digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
+    missing = set(digests.values()) - store.known(digests.values(), of_sources=True)
+    if not missing:
+        return
+    np_ = meaning.encoder.numpy
+    rows: list[tuple[str, bytes]] = []
+    blocks = conn.execute("SELECT source_id, low, high FROM blocks ORDER BY low").fetchall()
+    for source_id, low, high in blocks:
+        digest = digests.get(source_id)
+        if digest not in missing:
+            continue
+        keys = [
+            text_key(t)
+            for (t,) in conn.execute(
+                "SELECT text FROM docs WHERE rowid BETWEEN ? AND ? AND kind = 'claim'", (low, high)
+            )
+        ]
+        if not keys:
+            continue
+        found = store.read(keys)
+        vectors = np_.frombuffer(b"".join(found[k] for k in keys), "<f4").reshape(len(keys), -1)
+        mean = vectors.sum(0)
+        mean /= np_.linalg.norm(mean) or 1.0
+        rows.append((str(digest), mean.astype("<f4").tobytes()))
+        missing.discard(digest)
+    store.add(rows, of_sources=True)
+
+
+def _chunks(keys: list[bytes]) -> Iterator[list[bytes]]:
+    for start in range(0, len(keys), CHUNK):
+        yield keys[start : start + CHUNK]

@@ -1,0 +1,164 @@
+"""Sentence vectors kept between queries (ADR 0044): `.raytsystem/vectors.sqlite3`.
+
+A claim's vector is named by the model that made it (`SentenceEncoder.digest`: the model's
+bytes and the encoder's version) and the SHA-256 of the UTF-8 statement it encodes, so it
+serves every claim that states those words, in any source, revision or generation, and never
+a statement or a model it was not made from. A source's vector, the normalized mean of its
+claims' vectors, is named by the model and the digest of the source's index rows (the
+`source_digests` an index file records, which the ledger holds too). Vectors are float32,
+little-endian, of the model's width.
+
+`encoded` records the generations whose every claim has its vector here: only for those does a
+query rank by the stored vectors (`pipeline/meaning.py`), and a vector missing or malformed
+for one of their claims fails the query closed (`vector_missing`, `vector_invalid`).
+
+The store is derived data, like an index file: it can be deleted at any time (the next ingest
+encodes again), and writers only add rows, so two ingests may add the same vector at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+from ..errors import IntegrityError
+
+FILE_NAME: Final = "vectors.sqlite3"
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash BLOB NOT NULL, "
+    "vector BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS source_vectors (model TEXT NOT NULL, digest TEXT NOT NULL, "
+    "vector BLOB NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS encoded (model TEXT NOT NULL, generation TEXT NOT NULL, "
+    "PRIMARY KEY (model, generation)) WITHOUT ROWID",
+)
+_CHUNK: Final = 500  # keys per SELECT ... IN (...)
+# Where each kind of vector is: a claim's by its statement's hash, a source's by its digest.
+_TABLES: Final = {False: ("vectors", "text_hash"), True: ("source_vectors", "digest")}
+Key = bytes | str
+
+
+def text_key(statement: str) -> bytes:
+    """The name of a statement's vector: SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(statement.encode("utf-8")).digest()
+
+
+class VectorStore:
+    """One model's vectors in a workspace's store (see the module's docstring)."""
+
+    def __init__(self, conn: sqlite3.Connection, model: str, width: int) -> None:
+        self._conn = conn
+        self.model = model
+        self.width = width
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, state_dir: Path, model: str, width: int) -> Iterator[VectorStore]:
+        """The store for writing (made when missing)."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(state_dir / FILE_NAME, timeout=30.0)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.commit()
+            yield cls(conn, model, width)
+        finally:
+            conn.close()
+
+    @classmethod
+    def reading(cls, state_dir: Path, model: str, width: int) -> VectorStore | None:
+        """The store for reading, or None when there is none (nothing was ever encoded).
+        The caller closes it (`close`)."""
+        path = state_dir / FILE_NAME
+        if not path.exists():
+            return None
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            conn.execute("SELECT 1 FROM encoded LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise IntegrityError(
+                f"fail closed: the vector store {path} cannot be read ({exc}); delete it and "
+                "run `raytsystem ingest` to encode again",
+                code="vector_invalid",
+                subject=str(path),
+            ) from exc
+        return cls(conn, model, width)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def covers(self, generation: str) -> bool:
+        """Whether every claim of the generation (its hash) has its vector here."""
+        found = self._conn.execute(
+            "SELECT 1 FROM encoded WHERE model = ? AND generation = ?", (self.model, generation)
+        ).fetchone()
+        return found is not None
+
+    def mark(self, generation: str) -> None:
+        """Record that every claim of the generation has its vector here."""
+        self._conn.execute(
+            "INSERT OR IGNORE INTO encoded (model, generation) VALUES (?, ?)",
+            (self.model, generation),
+        )
+        self._conn.commit()
+
+    def known(self, keys: Iterable[Key], *, of_sources: bool = False) -> set[Key]:
+        """Which of the keys (statement hashes, or with `of_sources` source digests) have a
+        vector."""
+        table, column = _TABLES[of_sources]
+        found: set[Key] = set()
+        for chunk in _chunks(list(keys)):
+            found.update(
+                k
+                for (k,) in self._conn.execute(
+                    f"SELECT {column} FROM {table} WHERE model = ? AND {column} IN "
+                    f"({','.join('?' * len(chunk))})",
+                    (self.model, *chunk),
+                )
+            )
+        return found
+
+    def add(self, rows: Iterable[tuple[Key, bytes]], *, of_sources: bool = False) -> None:
+        """Store (key, vector bytes) rows, in one transaction."""
+        table, column = _TABLES[of_sources]
+        size = 4 * self.width
+        with self._conn:
+            for key, vector in rows:
+                if len(vector) != size:
+                    raise ValueError(f"a vector of {len(vector)} bytes, not {size}")
+                self._conn.execute(
+                    f"INSERT OR IGNORE INTO {table} (model, {column}, vector) VALUES (?, ?, ?)",
+                    (self.model, key, vector),
+                )
+
+    def read(self, keys: Sequence[Key], *, of_sources: bool = False) -> dict[Key, bytes]:
+        """key -> vector bytes, for each key that has a vector (one not of this model's width
+        fails closed: `vector_invalid`)."""
+        table, column = _TABLES[of_sources]
+        out: dict[Key, bytes] = {}
+        size = 4 * self.width
+        for chunk in _chunks(list(dict.fromkeys(keys))):
+            for key, vector in self._conn.execute(
+                f"SELECT {column}, vector FROM {table} WHERE model = ? AND {column} IN "
+                f"({','.join('?' * len(chunk))})",
+                (self.model, *chunk),
+            ):
+                if not isinstance(vector, bytes) or len(vector) != size:
+                    name = key.hex() if isinstance(key, bytes) else key
+                    raise IntegrityError(
+                        f"fail closed: a stored vector is not {size} bytes ({table} {name})",
+                        code="vector_invalid",
+                        subject=f"vector {name}",
+                    )
+                out[key] = vector
+        return out
+
+
+def _chunks(keys: list[Key]) -> Iterator[list[Key]]:
+    for start in range(0, len(keys), _CHUNK):
+        yield keys[start : start + _CHUNK]

@@ -1,0 +1,176 @@
+"""Stored vectors (ADR 0044, `storage/vectors.py`, `pipeline/encoding.py`, `meaning.Fused`).
+
+With `[meaning] model` named, an ingest encodes the current generation's statements once each
+and its sources; a query of an encoded generation ranks with them and fails closed on a
+vector that is missing or was not made by the encoder. Runs on the small BERT of
+`test_meaning`, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli, write
+from test_meaning import DOC, configure, tiny_model
+
+from raytsystem.config import MeaningConfig
+from raytsystem.pipeline.meaning import (
+    CLAIM_WEIGHT,
+    SOURCE_BEST_WEIGHT,
+    SOURCE_MEAN_WEIGHT,
+    Fused,
+    Meaning,
+)
+from raytsystem.pipeline.query import parse_query, searched_terms
+from raytsystem.pipeline.ranking import candidates
+from raytsystem.storage.vectors import FILE_NAME, VectorStore
+
+QUESTION = "When are refunds paid back to the card?"
+MORE = """# Refunds
+
+Refunds are paid back to the card within five working days.
+
+The ledger keeps every refund for ten years.
+"""
+
+
+def _ingest(workspace: Path) -> dict:
+    result = run_cli("ingest", "--json", cwd=workspace)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _ask(workspace: Path, question: str = QUESTION) -> dict:
+    result = run_cli("query", question, "--json", "--limit", "3", cwd=workspace)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _modelled(workspace: Path, bar: float = -1.0) -> Path:
+    write(workspace, "knowledge/payments.md", DOC)
+    folder = tiny_model(workspace / "models" / "tiny")
+    configure(workspace, "models/tiny", bar)
+    return folder
+
+
+def _index(workspace: Path) -> Path:
+    return max((workspace / ".raytsystem" / "indexes").glob("0*.sqlite3"))
+
+
+def _statements(workspace: Path) -> set[str]:
+    with sqlite3.connect(_index(workspace)) as conn:
+        return {t for (t,) in conn.execute("SELECT text FROM docs WHERE kind = 'claim'")}
+
+
+def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
+    workspace: Path,
+) -> None:
+    _modelled(workspace)
+    first = _ingest(workspace)
+    assert first["created"] and first["vectors_encoded"] == len(_statements(workspace)) > 0
+    again = _ingest(workspace)
+    assert not again["created"] and again["vectors_encoded"] == 0
+
+    answer = _ask(workspace)
+    assert answer["status"] == "answered" and answer["meaning"]["vectors"] == "stored"
+    twice = _ask(workspace)
+    assert {k: v for k, v in twice.items() if k != "timing"} == {
+        k: v for k, v in answer.items() if k != "timing"
+    }
+
+    # A new file: only its statement not stated before is encoded (the other shares its vector).
+    before = _statements(workspace)
+    write(workspace, "knowledge/more.md", MORE)
+    third = _ingest(workspace)
+    assert third["created"] and third["vectors_encoded"] == len(_statements(workspace) - before) == 1
+
+
+def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_path: Path) -> None:
+    folder = _modelled(workspace)
+    write(workspace, "knowledge/more.md", MORE)
+    _ingest(workspace)
+    meaning = Meaning.named(
+        workspace, MeaningConfig(model="models/tiny", min_similarity=-1.0), workspace / ".raytsystem"
+    )
+    assert meaning.folder == folder
+    index = _index(workspace)
+    store = VectorStore.reading(
+        workspace / ".raytsystem", meaning.encoder.digest, meaning.encoder.width
+    )
+    assert store is not None
+    with sqlite3.connect(f"file:{index}?mode=ro", uri=True) as conn:
+        terms, df = searched_terms(conn, parse_query(QUESTION))
+        plain = {c.rowid: c for c in candidates(conn, terms, df, word_gaps=False)}
+        found = candidates(conn, terms, df, word_gaps=False)
+        Fused(meaning, store, conn, QUESTION).rescore(found)
+        claims = conn.execute(
+            "SELECT rowid, source_id, text FROM docs WHERE kind = 'claim'"
+        ).fetchall()
+    store.close()
+    # The expected scores from the encoder itself, not from the store.
+    q = meaning.encoder.encode([QUESTION])[0]
+    vectors = dict(zip([r for r, _, _ in claims], meaning.encoder.encode([t for *_, t in claims])))
+    by_source: dict[str, list[int]] = {}
+    for rowid, source_id, _ in claims:
+        by_source.setdefault(source_id, []).append(rowid)
+    assert len(found) >= 2 and {c.source_id for c in found} <= set(by_source)
+    for c in found:
+        own = by_source[c.source_id]
+        mean = np.sum([vectors[r] for r in own], axis=0)
+        mean /= np.linalg.norm(mean)
+        want = (
+            plain[c.rowid].score
+            + SOURCE_MEAN_WEIGHT * float(mean @ q)
+            + SOURCE_BEST_WEIGHT * max(float(vectors[r] @ q) for r in own)
+            + CLAIM_WEIGHT * float(vectors[c.rowid] @ q)
+        )
+        assert c.score == pytest.approx(want, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "damage, code",
+    [
+        ("DELETE FROM vectors", "vector_missing"),
+        ("DELETE FROM source_vectors", "vector_missing"),
+        ("UPDATE vectors SET vector = substr(vector, 1, 8)", "vector_invalid"),
+        ("scaled", "vector_invalid"),
+    ],
+)
+def test_a_damaged_store_fails_the_query_closed(workspace: Path, damage: str, code: str) -> None:
+    _modelled(workspace)
+    _ingest(workspace)
+    with sqlite3.connect(workspace / ".raytsystem" / FILE_NAME) as conn:
+        if damage == "scaled":  # a vector made larger ranks its claim higher: not the encoder's
+            rows = conn.execute("SELECT model, text_hash, vector FROM vectors").fetchall()
+            for model, key, vector in rows:
+                bigger = (np.frombuffer(vector, "<f4") * 2).astype("<f4").tobytes()
+                conn.execute(
+                    "UPDATE vectors SET vector = ? WHERE model = ? AND text_hash = ?",
+                    (bigger, model, key),
+                )
+        else:
+            conn.execute(damage)
+    result = run_cli("query", QUESTION, "--json", cwd=workspace)
+    assert result.code == 3, result.stderr
+    assert json.loads(result.stdout)["error"]["code"] == code
+
+
+def test_without_the_generations_vectors_the_first_citations_are_encoded(
+    workspace: Path,
+) -> None:
+    _modelled(workspace)
+    _ingest(workspace)
+    (workspace / ".raytsystem" / FILE_NAME).unlink()
+    assert _ask(workspace)["meaning"]["vectors"] == "query"
+    assert _ingest(workspace)["vectors_encoded"] > 0  # nothing changed, but encoded again
+    assert _ask(workspace)["meaning"]["vectors"] == "stored"
+
+    # Another model's vectors are not this one's: encoded again, under its own name.
+    tiny_model(workspace / "models" / "other", seed=8)
+    configure(workspace, "models/other", -1.0)
+    assert _ask(workspace)["meaning"]["vectors"] == "query"
+    assert _ingest(workspace)["vectors_encoded"] == len(_statements(workspace))
+    assert _ask(workspace)["meaning"]["vectors"] == "stored"
