@@ -174,3 +174,42 @@ def test_without_the_generations_vectors_the_first_citations_are_encoded(
     assert _ask(workspace)["meaning"]["vectors"] == "query"
     assert _ingest(workspace)["vectors_encoded"] == len(_statements(workspace))
     assert _ask(workspace)["meaning"]["vectors"] == "stored"
+
+
+def _verify(workspace: Path) -> dict:
+    result = run_cli("verify", "--json", cwd=workspace)
+    return json.loads(result.stdout) | {"exit": result.code}
+
+
+def test_verify_encodes_again_and_finds_a_vector_replaced(workspace: Path) -> None:
+    _modelled(workspace)
+    write(workspace, "knowledge/more.md", MORE)
+    _ingest(workspace)
+    clean = _verify(workspace)
+    assert clean["ok"] and clean["exit"] == 0, clean["findings"]
+    assert clean["counts"]["vectors"] == len(_statements(workspace))
+    # Fewer statements than the sample: every one is encoded again.
+    assert clean["counts"]["vectors_encoded_again"] == clean["counts"]["vectors"]
+
+    # Two statements' vectors swapped: each is still a unit vector, which a query cannot tell.
+    with sqlite3.connect(workspace / ".raytsystem" / FILE_NAME) as conn:
+        (a, va), (b, vb) = conn.execute("SELECT text_hash, vector FROM vectors LIMIT 2")
+        conn.execute("UPDATE vectors SET vector = ? WHERE text_hash = ?", (vb, a))
+        conn.execute("UPDATE vectors SET vector = ? WHERE text_hash = ?", (va, b))
+        (digest,) = conn.execute("SELECT digest FROM source_vectors LIMIT 1").fetchone()
+        conn.execute("UPDATE source_vectors SET vector = ? WHERE digest = ?", (va, digest))
+    damaged = _verify(workspace)
+    assert not damaged["ok"] and damaged["exit"] != 0
+    found = {(f["code"], f["subject"]) for f in damaged["findings"]}
+    assert ("vector_mismatch", f"statement {a.hex()}") in found
+    assert ("vector_mismatch", f"statement {b.hex()}") in found
+    assert ("vector_mismatch", f"source {digest}") in found
+
+
+def test_verify_notes_a_generation_not_encoded(workspace: Path) -> None:
+    _modelled(workspace)
+    _ingest(workspace)
+    (workspace / ".raytsystem" / FILE_NAME).unlink()
+    report = _verify(workspace)
+    assert report["ok"], report["findings"]
+    assert [f["code"] for f in report["findings"]] == ["vectors_not_encoded"]

@@ -482,9 +482,9 @@ class Session:
         """The full integrity check; changes nothing."""
         from .pipeline.verify import verify
 
-        ledger = self.ledger()
+        ledger, at = self.ledger(), (self.blobs, self.ws.index_dir)
         with ledger.reading() as conn:
-            return verify(conn, ledger.ids, self.blobs, self.ws.index_dir, progress=progress)
+            return verify(conn, ledger.ids, *at, progress=progress, meaning=self.meaning())
 
     def graph(
         self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES

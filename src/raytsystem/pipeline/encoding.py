@@ -12,15 +12,18 @@ generation as encoded, and queries of it rank by meaning (`meaning.py`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..progress import Progress
 from ..storage import index_file
 from ..storage.vectors import VectorStore, text_key
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from ..storage.generations import GenerationRef
     from .meaning import Meaning
 
@@ -63,15 +66,28 @@ def _encode_sources(conn: sqlite3.Connection, store: VectorStore, meaning: Meani
     """Each source without a vector gets the normalized mean of its claims' (a source
     without claims gets none)."""
     digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
-    missing = set(digests.values()) - store.known(digests.values(), of_sources=True)
-    if not missing:
-        return
-    np_ = meaning.encoder.numpy
-    rows: list[tuple[str, bytes]] = []
-    blocks = conn.execute("SELECT source_id, low, high FROM blocks ORDER BY low").fetchall()
-    for source_id, low, high in blocks:
+    missing = set(digests.values()) - store.known_sources(digests.values())
+    if missing:
+        means = source_means(conn, store.read, meaning.encoder.numpy, missing)
+        store.add_sources((d, v.astype("<f4").tobytes()) for d, v in means)
+
+
+def source_means(
+    conn: sqlite3.Connection,
+    read: Callable[[list[bytes]], Mapping[bytes, bytes]],
+    np_: Any,
+    wanted: set[str] | None = None,
+) -> Iterator[tuple[str, NDArray[np.float32]]]:
+    """(source digest, the normalized mean of its claims' vectors) for each source of the
+    index with claims (of the `wanted` digests only, when given); `read` gives the vectors
+    of statement hashes. A source of the same digest twice is given once."""
+    digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
+    done: set[str] = set()
+    for source_id, low, high in conn.execute(
+        "SELECT source_id, low, high FROM blocks ORDER BY low"
+    ).fetchall():
         digest = digests.get(source_id)
-        if digest not in missing:
+        if digest is None or digest in done or (wanted is not None and digest not in wanted):
             continue
         keys = [
             text_key(t)
@@ -81,13 +97,12 @@ def _encode_sources(conn: sqlite3.Connection, store: VectorStore, meaning: Meani
         ]
         if not keys:
             continue
-        found = store.read(keys)
+        found = read(keys)
         vectors = np_.frombuffer(b"".join(found[k] for k in keys), "<f4").reshape(len(keys), -1)
         mean = vectors.sum(0)
         mean /= np_.linalg.norm(mean) or 1.0
-        rows.append((str(digest), mean.astype("<f4").tobytes()))
-        missing.discard(digest)
-    store.add(rows, of_sources=True)
+        done.add(digest)
+        yield str(digest), mean
 
 
 def _chunks(keys: list[bytes]) -> Iterator[list[bytes]]:

@@ -222,7 +222,7 @@ class Fused:
                 sources,
             )
         )
-        found = self._store.read(list(digests.values()), of_sources=True)
+        found = self._store.read_sources(list(digests.values()))
         out = {}
         for source_id in sources:
             vector = found.get(digests.get(source_id, ""))

@@ -15,6 +15,7 @@
 5. Every index file is checked against its own records (per-source row digests) and against its
    generation; the current generation's index is also compared with rows derived afresh from
    the ledger; the spare too, and what writers left in the folder.
+6. With a model named, the current generation's stored vectors (`verify_vectors.py`).
 
 Step 2 is `verify_structure.py`, step 3 `verify_rows.py` (and `verify_fields.py`), step 4
 `verify_generations.py`, step 5 `verify_indexes.py`; what they read, `storage/integrity.py`.
@@ -54,9 +55,12 @@ from .verify_manual import check_manual_claims
 from .verify_report import VerifyReport
 from .verify_rows import CLAIMS_HELPER_FROM, check_ledger, check_references, claims_checked_beside
 from .verify_structure import check_settings, check_structure, stops_at_damage
+from .verify_vectors import check_vectors
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+    from .meaning import Meaning
 
 HASH_JOBS = 8  # processes re-hashing blobs (check_blobs)
 
@@ -152,9 +156,11 @@ def verify(
     progress: Progress | None = None,
     claims_helper_from: int = CLAIMS_HELPER_FROM,
     state_dir: Path | None = None,
+    meaning: Meaning | None = None,
 ) -> VerifyReport:
-    """`state_dir`: the workspace's folder where writers take their lock (default: the one
-    `index_dir` is in, as `Workspace` lays them out)."""
+    """`state_dir`: the workspace's folder where writers take their lock and the vector store
+    is (default: the one `index_dir` is in, as `Workspace` lays them out); `meaning`: the
+    model whose stored vectors are checked (`verify_vectors.py`)."""
     started = time.perf_counter()
     state_dir = state_dir or index_dir.parent
     report = VerifyReport()
@@ -179,5 +185,7 @@ def verify(
         report.generation = current.to_json() if current else None
         reading.check = "the index files"
         check_indexes(conn, store, index_dir, state_dir, current, report, progress)
+    if meaning is not None:
+        check_vectors(meaning, state_dir, index_dir, current, report)
     report.seconds = time.perf_counter() - started
     return report

@@ -23,7 +23,7 @@ import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ..errors import IntegrityError
 
@@ -39,7 +39,6 @@ _SCHEMA: Final = (
 _CHUNK: Final = 500  # keys per SELECT ... IN (...)
 # Where each kind of vector is: a claim's by its statement's hash, a source's by its digest.
 _TABLES: Final = {False: ("vectors", "text_hash"), True: ("source_vectors", "digest")}
-Key = bytes | str
 
 
 def text_key(statement: str) -> bytes:
@@ -107,11 +106,34 @@ class VectorStore:
         )
         self._conn.commit()
 
-    def known(self, keys: Iterable[Key], *, of_sources: bool = False) -> set[Key]:
-        """Which of the keys (statement hashes, or with `of_sources` source digests) have a
-        vector."""
+    def known(self, keys: Iterable[bytes]) -> set[bytes]:
+        """Which of the statement hashes have a vector."""
+        return self._known(keys, False)
+
+    def known_sources(self, digests: Iterable[str]) -> set[str]:
+        """Which of the source digests have a vector."""
+        return self._known(digests, True)
+
+    def add(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store (statement hash, vector bytes) rows, in one transaction."""
+        self._add(rows, False)
+
+    def add_sources(self, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Store (source digest, vector bytes) rows, in one transaction."""
+        self._add(rows, True)
+
+    def read(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """statement hash -> vector bytes, for each that has a vector (one not of this
+        model's width fails closed: `vector_invalid`)."""
+        return self._read(keys, False)
+
+    def read_sources(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """source digest -> vector bytes, as `read`."""
+        return self._read(digests, True)
+
+    def _known(self, keys: Iterable[Any], of_sources: bool) -> set[Any]:
         table, column = _TABLES[of_sources]
-        found: set[Key] = set()
+        found: set[Any] = set()
         for chunk in _chunks(list(keys)):
             found.update(
                 k
@@ -123,8 +145,7 @@ class VectorStore:
             )
         return found
 
-    def add(self, rows: Iterable[tuple[Key, bytes]], *, of_sources: bool = False) -> None:
-        """Store (key, vector bytes) rows, in one transaction."""
+    def _add(self, rows: Iterable[tuple[Any, bytes]], of_sources: bool) -> None:
         table, column = _TABLES[of_sources]
         size = 4 * self.width
         with self._conn:
@@ -136,11 +157,9 @@ class VectorStore:
                     (self.model, key, vector),
                 )
 
-    def read(self, keys: Sequence[Key], *, of_sources: bool = False) -> dict[Key, bytes]:
-        """key -> vector bytes, for each key that has a vector (one not of this model's width
-        fails closed: `vector_invalid`)."""
+    def _read(self, keys: Sequence[Any], of_sources: bool) -> dict[Any, bytes]:
         table, column = _TABLES[of_sources]
-        out: dict[Key, bytes] = {}
+        out: dict[Any, bytes] = {}
         size = 4 * self.width
         for chunk in _chunks(list(dict.fromkeys(keys))):
             for key, vector in self._conn.execute(
@@ -159,6 +178,6 @@ class VectorStore:
         return out
 
 
-def _chunks(keys: list[Key]) -> Iterator[list[Key]]:
+def _chunks(keys: list[Any]) -> Iterator[list[Any]]:
     for start in range(0, len(keys), _CHUNK):
         yield keys[start : start + _CHUNK]

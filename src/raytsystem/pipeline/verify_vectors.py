@@ -1,0 +1,135 @@
+"""VERIFY's check of the stored vectors (ADR 0044), when the workspace names a model.
+
+For the current generation, when the store records it as encoded: every statement of its index
+has a vector of the model's width and of unit length; every source's vector is the normalized
+mean of its claims' (recomputed from them); and `SAMPLE` statements drawn at random are encoded
+again and must give their stored vectors. A query reads only the vectors it ranks with, and
+can tell a missing or malformed one but not one replaced by another unit vector: this sample
+can, with a chance that grows with the share replaced. A generation the store does not record
+as encoded is reported as a note: its queries encode their first citations instead.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import IntegrityError
+from ..storage import index_file
+from ..storage.generations import GenerationRef
+from ..storage.vectors import VectorStore, text_key
+from .encoding import source_means
+from .verify_report import VerifyReport
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from .meaning import Meaning
+
+SAMPLE: Final = 64  # statements encoded again
+TOLERANCE: Final = 1e-4  # how far a component of a vector encoded again may move
+
+
+def check_vectors(
+    meaning: Meaning,
+    state_dir: Path,
+    index_dir: Path,
+    current: GenerationRef | None,
+    report: VerifyReport,
+) -> None:
+    encoder = meaning.encoder
+    store = VectorStore.reading(state_dir, encoder.digest, encoder.width)
+    if current is None:
+        return
+    if store is None or not store.covers(current.hash):
+        report.add(
+            "note",
+            "vectors_not_encoded",
+            f"generation {current.number}",
+            f"the vector store holds no vectors of generation {current.number} by model "
+            f"{meaning.folder.name}: `raytsystem ingest` encodes them",
+        )
+        if store is not None:
+            store.close()
+        return
+    np_ = encoder.numpy
+    path = index_file.index_path(index_dir, current.number, current.hash)
+    try:
+        with index_file.open_index(path, current.hash) as conn:
+            statements = {
+                text_key(t): t
+                for (t,) in conn.execute("SELECT text FROM docs WHERE kind = 'claim'")
+            }
+            found = store.read(list(statements))
+            for key in statements.keys() - found.keys():
+                report.add(
+                    "error",
+                    "vector_missing",
+                    f"statement {key.hex()}",
+                    f"no vector of {statements[key][:80]!r}",
+                )
+            vectors = {k: np_.frombuffer(v, "<f4") for k, v in found.items()}
+            for key, v in vectors.items():
+                if abs(float(v @ v) - 1.0) > 1e-3:
+                    report.add(
+                        "error",
+                        "vector_invalid",
+                        f"statement {key.hex()}",
+                        "a stored vector is not of unit length",
+                    )
+            report.counts["vectors"] = len(found)
+            _check_sample(meaning, statements, vectors, report)
+            if len(vectors) == len(statements):  # else a source's mean cannot be made
+                _check_sources(conn, store, vectors, report, np_)
+    except IntegrityError as exc:
+        report.add("error", exc.code, "vector store", str(exc))
+    finally:
+        store.close()
+
+
+def _check_sample(
+    meaning: Meaning,
+    statements: dict[bytes, str],
+    vectors: dict[bytes, NDArray[np.float32]],
+    report: VerifyReport,
+) -> None:
+    """`SAMPLE` statements, drawn at random, encoded again: each must give its stored vector."""
+    drawn = random.sample(sorted(vectors), min(SAMPLE, len(vectors)))
+    if not drawn:
+        return
+    again = meaning.encoder.encode([statements[k] for k in drawn])
+    for key, vector in zip(drawn, again, strict=True):
+        if float(abs(vectors[key] - vector).max()) > TOLERANCE:
+            report.add(
+                "error",
+                "vector_mismatch",
+                f"statement {key.hex()}",
+                f"the stored vector of {statements[key][:80]!r} is not the model's",
+            )
+    report.counts["vectors_encoded_again"] = len(drawn)
+
+
+def _check_sources(
+    conn: sqlite3.Connection,
+    store: VectorStore,
+    vectors: dict[bytes, NDArray[np.float32]],
+    report: VerifyReport,
+    np_: Any,
+) -> None:
+    """Each source's stored vector is the normalized mean of its claims' vectors."""
+    means = dict(source_means(conn, lambda keys: {k: vectors[k].tobytes() for k in keys}, np_))
+    stored = store.read_sources(list(means))
+    for digest, mean in means.items():
+        vector = stored.get(digest)
+        if vector is None:
+            report.add("error", "vector_missing", f"source {digest}", "no vector of the source")
+        elif float(abs(np_.frombuffer(vector, "<f4") - mean).max()) > TOLERANCE:
+            report.add(
+                "error",
+                "vector_mismatch",
+                f"source {digest}",
+                "the source's stored vector is not the mean of its claims'",
+            )
