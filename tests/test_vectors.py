@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run_cli, write
-from test_meaning import DOC, configure, tiny_model
+from test_meaning import DOC, REAL_MODEL, configure, tiny_model
 
-from raytsystem.config import MeaningConfig
+from raytsystem.config import DEFAULT_MIN_SIMILARITY, MeaningConfig
 from raytsystem.pipeline.meaning import (
     CLAIM_WEIGHT,
     SOURCE_BEST_WEIGHT,
@@ -213,3 +213,16 @@ def test_verify_notes_a_generation_not_encoded(workspace: Path) -> None:
     report = _verify(workspace)
     assert report["ok"], report["findings"]
     assert [f["code"] for f in report["findings"]] == ["vectors_not_encoded"]
+
+
+@pytest.mark.skipif(not REAL_MODEL, reason="RAYTSYSTEM_TEST_MODEL names no model folder")
+def test_the_measured_model_ranks_with_stored_vectors(workspace: Path) -> None:
+    write(workspace, "knowledge/payments.md", DOC)
+    write(workspace, "knowledge/more.md", MORE)
+    configure(workspace, REAL_MODEL, DEFAULT_MIN_SIMILARITY)
+    assert _ingest(workspace)["vectors_encoded"] == len(_statements(workspace))
+    answer = _ask(workspace)
+    assert answer["status"] == "answered" and answer["meaning"]["vectors"] == "stored"
+    assert "Refunds are paid back" in answer["answer"].split("[1]")[0]
+    off = _ask(workspace, "Which card did the five working horses play?")
+    assert off["status"] == "gap" and off["meaning"]["similarity"] < DEFAULT_MIN_SIMILARITY
