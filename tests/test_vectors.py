@@ -66,7 +66,7 @@ def _statements(workspace: Path) -> set[str]:
 
 
 def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
-    workspace: Path,
+    workspace: Path, tmp_path: Path
 ) -> None:
     _modelled(workspace)
     first = _ingest(workspace)
@@ -80,6 +80,15 @@ def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
     assert {k: v for k, v in twice.items() if k != "timing"} == {
         k: v for k, v in answer.items() if k != "timing"
     }
+
+    dataset = write(
+        tmp_path,
+        "eval.json",
+        json.dumps({"name": "tiny", "cases": [{"id": "1", "query": QUESTION}]}),
+    )
+    evaluated = run_cli("eval", str(dataset), "--json", cwd=workspace)
+    assert evaluated.code == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["meaning"]["vectors"] == "stored"
 
     # A new file: only its statement not stated before is encoded (the other shares its vector).
     before = _statements(workspace)

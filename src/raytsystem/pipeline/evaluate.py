@@ -298,7 +298,9 @@ def evaluate(
         "evidence_k": e,
         "query_limit": limit,
         "generation": target.to_json(),
-        "meaning": None if meaning is None else meaning.settings(),
+        "meaning": None
+        if meaning is None
+        else meaning.settings() | {"vectors": meaning.vectors_for(target.hash)},
         "metrics": metrics,
         "baseline": {
             "what": "FTS5 bm25(), porter tokenizer, English stop words dropped from the "

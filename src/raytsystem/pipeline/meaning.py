@@ -16,9 +16,13 @@ similarity, within their tiers (manual claims and decisions in force first, reti
 claims last) and with the composition's cap per source applied again (`compose.select`): a
 line that says what the question asks comes before one that has more of its words. An
 answer's `--limit` citations are the first of that order, drawn from the composition's first
-`READ`. The model is read from its folder once per session; nothing is downloaded, and
-nothing about the knowledge base is stored: only the question and the chosen statements are
-encoded, at query time.
+`READ`. The model is read from its folder once per session; nothing is downloaded.
+
+When the store holds the generation's vectors (ADR 0044: an ingest made them), meaning ranks
+as well as judges (`Fused`): the question alone is encoded, each of the first `FUSED`
+candidates gains its source's and its own similarity with the question before the answer is
+composed, and the first `JUDGED` citations of that order are judged with their stored
+vectors. Otherwise the question and the chosen statements are encoded at query time.
 """
 
 from __future__ import annotations
@@ -105,6 +109,15 @@ class Meaning:
         walk = sorted(fused, key=lambda c: (c.tier, -round(c.score, 9)))  # ties keep their order
         # The composition's cap per source again, over the new relevance (`compose.select`).
         return select(walk, len(head), per_source) + chosen[READ:], self.report(best)
+
+    def vectors_for(self, generation: str) -> str:
+        """ "stored" when the generation's vectors are (its queries rank with them), else
+        "query" (its first citations are encoded at query time), as the JSON says it."""
+        store = self.stored(generation)
+        if store is None:
+            return "query"
+        store.close()
+        return "stored"
 
     def judge_ranked(
         self, chosen: list[Candidate], fused: Fused
