@@ -17,6 +17,7 @@ from conftest import run_cli, write
 from test_meaning import DOC, REAL_MODEL, configure, tiny_model
 
 from raytsystem.config import DEFAULT_MIN_SIMILARITY, MeaningConfig
+from raytsystem.pipeline.encoding import in_context
 from raytsystem.pipeline.meaning import (
     CLAIM_WEIGHT,
     SOURCE_BEST_WEIGHT,
@@ -60,9 +61,19 @@ def _index(workspace: Path) -> Path:
     return max((workspace / ".raytsystem" / "indexes").glob("0*.sqlite3"))
 
 
-def _statements(workspace: Path) -> set[str]:
+def _texts(workspace: Path) -> set[str]:
+    """What an ingest encodes: each claim's statement alone and in context."""
     with sqlite3.connect(_index(workspace)) as conn:
-        return {t for (t,) in conn.execute("SELECT text FROM docs WHERE kind = 'claim'")}
+        rows = conn.execute("SELECT heading_path, text FROM docs WHERE kind = 'claim'")
+        return {text for h, t in rows for text in (t, in_context(h, t))}
+
+
+def test_a_claim_in_context_is_its_headings_then_its_statement() -> None:
+    assert in_context('["Payments","Refunds"]', "Refunds take a week.") == (
+        "Payments / Refunds: Refunds take a week."
+    )
+    assert in_context("[]", "Refunds take a week.") == "Refunds take a week."
+    assert in_context('[" ", "Refunds"]', "X.") == "Refunds: X."
 
 
 def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
@@ -70,7 +81,7 @@ def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
 ) -> None:
     _modelled(workspace)
     first = _ingest(workspace)
-    assert first["created"] and first["vectors_encoded"] == len(_statements(workspace)) > 0
+    assert first["created"] and first["vectors_encoded"] == len(_texts(workspace)) > 0
     again = _ingest(workspace)
     assert not again["created"] and again["vectors_encoded"] == 0
 
@@ -90,11 +101,12 @@ def test_each_statement_is_encoded_once_and_queries_rank_with_the_vectors(
     assert evaluated.code == 0, evaluated.stderr
     assert json.loads(evaluated.stdout)["meaning"]["vectors"] == "stored"
 
-    # A new file: only its statement not stated before is encoded (the other shares its vector).
-    before = _statements(workspace)
+    # A new file: its new sentence alone and in context, its other sentence (stated before)
+    # in its new context only.
+    before = _texts(workspace)
     write(workspace, "knowledge/more.md", MORE)
     third = _ingest(workspace)
-    assert third["created"] and third["vectors_encoded"] == len(_statements(workspace) - before) == 1
+    assert third["created"] and third["vectors_encoded"] == len(_texts(workspace) - before) == 3
 
 
 def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_path: Path) -> None:
@@ -114,16 +126,20 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
         terms, df = searched_terms(conn, parse_query(QUESTION))
         plain = {c.rowid: c for c in candidates(conn, terms, df, word_gaps=False)}
         found = candidates(conn, terms, df, word_gaps=False)
-        Fused(meaning, store, conn, QUESTION).rescore(found)
+        fused = Fused(meaning, store, conn, QUESTION)
+        fused.rescore(found)
+        judged = fused.similarities(c.rowid for c in found)
         claims = conn.execute(
-            "SELECT rowid, source_id, text FROM docs WHERE kind = 'claim'"
+            "SELECT rowid, source_id, heading_path, text FROM docs WHERE kind = 'claim'"
         ).fetchall()
     store.close()
-    # The expected scores from the encoder itself, not from the store.
+    # The expected scores from the encoder itself, not from the store: claims in context.
     q = meaning.encoder.encode([QUESTION])[0]
-    vectors = dict(zip([r for r, _, _ in claims], meaning.encoder.encode([t for *_, t in claims])))
+    texts = [in_context(h, t) for _, _, h, t in claims]
+    assert "Refunds: Refunds are paid back to the card within five working days." in texts
+    vectors = dict(zip([r for r, *_ in claims], meaning.encoder.encode(texts), strict=True))
     by_source: dict[str, list[int]] = {}
-    for rowid, source_id, _ in claims:
+    for rowid, source_id, *_ in claims:
         by_source.setdefault(source_id, []).append(rowid)
     assert len(found) >= 2 and {c.source_id for c in found} <= set(by_source)
     for c in found:
@@ -137,6 +153,10 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
             + CLAIM_WEIGHT * float(vectors[c.rowid] @ q)
         )
         assert c.score == pytest.approx(want, abs=1e-5)
+        # The meaning gap judges the statement alone.
+        statement = next(t for r, _, _, t in claims if r == c.rowid)
+        alone = float(meaning.encoder.encode([statement])[0] @ q)
+        assert judged[c.rowid] == pytest.approx(alone, abs=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -181,7 +201,7 @@ def test_without_the_generations_vectors_the_first_citations_are_encoded(
     tiny_model(workspace / "models" / "other", seed=8)
     configure(workspace, "models/other", -1.0)
     assert _ask(workspace)["meaning"]["vectors"] == "query"
-    assert _ingest(workspace)["vectors_encoded"] == len(_statements(workspace))
+    assert _ingest(workspace)["vectors_encoded"] == len(_texts(workspace))
     assert _ask(workspace)["meaning"]["vectors"] == "stored"
 
 
@@ -196,7 +216,7 @@ def test_verify_encodes_again_and_finds_a_vector_replaced(workspace: Path) -> No
     _ingest(workspace)
     clean = _verify(workspace)
     assert clean["ok"] and clean["exit"] == 0, clean["findings"]
-    assert clean["counts"]["vectors"] == len(_statements(workspace))
+    assert clean["counts"]["vectors"] == len(_texts(workspace))
     # Fewer statements than the sample: every one is encoded again.
     assert clean["counts"]["vectors_encoded_again"] == clean["counts"]["vectors"]
 
@@ -229,7 +249,7 @@ def test_the_measured_model_ranks_with_stored_vectors(workspace: Path) -> None:
     write(workspace, "knowledge/payments.md", DOC)
     write(workspace, "knowledge/more.md", MORE)
     configure(workspace, REAL_MODEL, DEFAULT_MIN_SIMILARITY)
-    assert _ingest(workspace)["vectors_encoded"] == len(_statements(workspace))
+    assert _ingest(workspace)["vectors_encoded"] == len(_texts(workspace))
     answer = _ask(workspace)
     assert answer["status"] == "answered" and answer["meaning"]["vectors"] == "stored"
     assert "Refunds are paid back" in answer["answer"].split("[1]")[0]

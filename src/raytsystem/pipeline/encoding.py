@@ -1,8 +1,10 @@
 """Encode a generation's claims and sources with the model `[meaning]` names (ADR 0044).
 
-After an ingest, whether or not it made a generation, every claim statement of the current
-generation without a vector of this model gets one, and every source without one gets the
-normalized mean of its claims' vectors (`storage/vectors.py`). Only statements never encoded
+After an ingest, whether or not it made a generation, every claim of the current generation
+has two texts encoded: its statement alone (what it says: the meaning gap judges it) and its
+statement in context, after its heading path (`in_context`: what it is about, which ranks
+it). Each text without a vector of this model gets one, and every source without one gets the
+normalized mean of its claims' vectors in context (`storage/vectors.py`). Only statements never encoded
 before are run through the model: a re-ingest that changed one file encodes that file's new
 sentences. Vectors are written a chunk at a time, so an encoding cut short keeps what it
 did and the next ingest goes on from there. Once all are there, the store records the
@@ -11,6 +13,7 @@ generation as encoded, and queries of it rank by meaning (`meaning.py`).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from ..storage.generations import GenerationRef
     from .meaning import Meaning
 
-CHUNK: Final = 256  # statements encoded, then stored, at a time
+CHUNK: Final = 256  # texts encoded, then stored, at a time
 
 
 def encode_generation(
@@ -37,8 +40,8 @@ def encode_generation(
     generation: GenerationRef,
     progress: Progress | None = None,
 ) -> int:
-    """Give the generation's claims and sources their vectors; how many statements were
-    encoded (0 when the store had them all)."""
+    """Give the generation's claims and sources their vectors; how many texts were encoded
+    (0 when the store had them all)."""
     encoder = meaning.encoder
     path = index_file.index_path(index_dir, generation.number, generation.hash)
     with (
@@ -47,10 +50,14 @@ def encode_generation(
     ):
         if store.covers(generation.hash):
             return 0
-        statements = {text_key(t): t for (t,) in conn.execute(_CLAIM_TEXTS)}
-        todo = sorted(statements.keys() - store.known(statements))
+        texts = {
+            text_key(text): text
+            for heading_path, statement in conn.execute(_CLAIM_TEXTS)
+            for text in (statement, in_context(heading_path, statement))
+        }
+        todo = sorted(texts.keys() - store.known(texts))
         for done, chunk in enumerate(_chunks(todo), 1):
-            vectors = encoder.encode([statements[k] for k in chunk])
+            vectors = encoder.encode([texts[k] for k in chunk])
             store.add(zip(chunk, (v.astype("<f4").tobytes() for v in vectors), strict=True))
             if progress:
                 progress("encode", min(done * CHUNK, len(todo)), len(todo), 0)
@@ -59,7 +66,18 @@ def encode_generation(
         return len(todo)
 
 
-_CLAIM_TEXTS: Final = "SELECT text FROM docs WHERE kind = 'claim'"
+_CLAIM_TEXTS: Final = "SELECT heading_path, text FROM docs WHERE kind = 'claim'"
+
+
+def in_context(heading_path: str, statement: str) -> str:
+    """A claim's statement after its headings (`heading_path`: the index's JSON array),
+    "Payments / Refunds: Refunds are paid ..."; the statement alone when it has none."""
+    try:
+        headings = json.loads(heading_path) if heading_path else []
+    except ValueError:
+        headings = [heading_path]
+    names = [h.strip() for h in headings if isinstance(h, str) and h.strip()]
+    return f"{' / '.join(names)}: {statement}" if names else statement
 
 
 def _encode_sources(conn: sqlite3.Connection, store: VectorStore, meaning: Meaning) -> None:
@@ -78,7 +96,7 @@ def source_means(
     np_: Any,
     wanted: set[str] | None = None,
 ) -> Iterator[tuple[str, NDArray[np.float32]]]:
-    """(source digest, the normalized mean of its claims' vectors) for each source of the
+    """(source digest, the normalized mean of its claims' vectors in context) for each source of the
     index with claims (of the `wanted` digests only, when given); `read` gives the vectors
     of statement hashes. A source of the same digest twice is given once."""
     digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
@@ -90,9 +108,11 @@ def source_means(
         if digest is None or digest in done or (wanted is not None and digest not in wanted):
             continue
         keys = [
-            text_key(t)
-            for (t,) in conn.execute(
-                "SELECT text FROM docs WHERE rowid BETWEEN ? AND ? AND kind = 'claim'", (low, high)
+            text_key(in_context(h, t))
+            for h, t in conn.execute(
+                "SELECT heading_path, text FROM docs WHERE rowid BETWEEN ? AND ? "
+                "AND kind = 'claim'",
+                (low, high),
             )
         ]
         if not keys:

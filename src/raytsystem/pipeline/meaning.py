@@ -39,6 +39,7 @@ from ..model.sentence_encoder import SentenceEncoder
 from ..storage.vectors import VectorStore, text_key
 from .claim_scoring import rowid_list
 from .compose import select
+from .encoding import in_context
 from .ranking import Candidate
 
 if TYPE_CHECKING:
@@ -144,7 +145,9 @@ class Meaning:
 
 class Fused:
     """One question's similarities with the claims and sources of a generation whose vectors
-    are stored (ADR 0044), added to the relevance of the candidates the words found."""
+    are stored (ADR 0044), added to the relevance of the candidates the words found: a
+    claim ranks by its statement in context (`encoding.in_context`) and is judged by its
+    statement alone."""
 
     def __init__(
         self, meaning: Meaning, store: VectorStore, conn: sqlite3.Connection, question: str
@@ -152,7 +155,8 @@ class Fused:
         self._np = meaning.encoder.numpy
         self._store, self._conn = store, conn
         self._question: NDArray[np.float32] = meaning.encoder.encode([question])[0]
-        self._alike: dict[int, float] = {}  # claim rowid -> similarity with the question
+        self._about: dict[int, float] = {}  # claim rowid -> similarity in context
+        self._says: dict[int, float] = {}  # claim rowid -> similarity of the statement alone
 
     def rescore(self, found: list[Candidate]) -> list[Candidate]:
         """Add meaning to the relevance of the first `FUSED` candidates (and those tied with
@@ -167,30 +171,49 @@ class Fused:
         sources = list(dict.fromkeys(c.source_id for c in ranked))
         best = self._best_by_source(ranked, sources)
         mean = self._source_similarities(sources)
-        alike = self.similarities(c.rowid for c in ranked)
+        about = self._in_context(c.rowid for c in ranked)
         for c in ranked:
             c.score += (
                 SOURCE_MEAN_WEIGHT * mean[c.source_id]
                 + SOURCE_BEST_WEIGHT * best[c.source_id]
-                + CLAIM_WEIGHT * alike[c.rowid]
+                + CLAIM_WEIGHT * about[c.rowid]
             )
         return found
 
     def similarities(self, rowids: Iterable[int]) -> dict[int, float]:
-        """rowid -> the claim's similarity with the question (read from the store when not
-        yet known); a claim without its vector fails closed (`vector_missing`)."""
+        """rowid -> the similarity of the claim's statement alone with the question (what the
+        meaning gap judges); a statement without its vector fails closed (`vector_missing`)."""
+        return self._read(rowids, self._says, "SELECT rowid, '', text FROM docs")
+
+    def _in_context(self, rowids: Iterable[int]) -> dict[int, float]:
+        """rowid -> the similarity of the claim in context with the question."""
+        return self._read(rowids, self._about, "SELECT rowid, heading_path, text FROM docs")
+
+    def _read(
+        self, rowids: Iterable[int], known: dict[int, float], select: str
+    ) -> dict[int, float]:
         wanted = list(dict.fromkeys(rowids))
-        unread = [r for r in wanted if r not in self._alike]
+        unread = [r for r in wanted if r not in known]
         if unread:
-            texts = self._conn.execute(
-                f"SELECT rowid, text FROM docs WHERE rowid IN ({rowid_list(unread)})"
-            ).fetchall()
-            self._read_claims(texts)
-        return {r: self._alike[r] for r in wanted}
+            rows = self._conn.execute(f"{select} WHERE rowid IN ({rowid_list(unread)})")
+            self._similar(rows.fetchall(), known)
+        return {r: known[r] for r in wanted}
+
+    def _similar(self, rows: Sequence[tuple[int, str, str]], known: dict[int, float]) -> None:
+        """Fill `known` with the similarity of each (rowid, heading path, statement): in
+        context when a heading path is given, of the statement alone when it is ""."""
+        keys = [text_key(in_context(h, t) if h else t) for _, h, t in rows]
+        found = self._store.read(keys)
+        lost = [r for (r, _, _), k in zip(rows, keys, strict=True) if k not in found]
+        if lost:
+            raise _missing(f"the claim of index row {lost[0]}")
+        for (r, _, _), k in zip(rows, keys, strict=True):
+            known[r] = self._similarity(found[k])
 
     def _best_by_source(self, ranked: list[Candidate], sources: list[str]) -> dict[str, float]:
-        """Each source's best claim similarity: over all its claims, for the sources (in
-        rank order) whose claims fit in `SOURCE_CLAIMS`; over its candidates for the rest."""
+        """Each source's best claim similarity (in context): over all its claims, for the
+        sources (in rank order) whose claims fit in `SOURCE_CLAIMS`; over its candidates for
+        the rest."""
         blocks = {
             source_id: (low, high)
             for source_id, low, high in self._conn.execute(
@@ -205,27 +228,19 @@ class Fused:
             low, high = blocks[source_id]
             if high - low + 1 > budget:
                 continue
-            texts = self._conn.execute(
-                "SELECT rowid, text FROM docs WHERE rowid BETWEEN ? AND ? AND kind = 'claim'",
+            rows = self._conn.execute(
+                "SELECT rowid, heading_path, text FROM docs WHERE rowid BETWEEN ? AND ? "
+                "AND kind = 'claim'",
                 (low, high),
             ).fetchall()
-            budget -= len(texts)
-            self._read_claims(texts)
-            best[source_id] = max(self._alike[r] for r, _ in texts)
-        alike = self.similarities(c.rowid for c in ranked if c.source_id not in best)
+            budget -= len(rows)
+            self._similar(rows, self._about)
+            best[source_id] = max(self._about[r] for r, _, _ in rows)
+        about = self._in_context(c.rowid for c in ranked if c.source_id not in best)
         for c in ranked:
-            if c.rowid in alike:
-                best[c.source_id] = max(best.get(c.source_id, -1.0), alike[c.rowid])
+            if c.rowid in about:
+                best[c.source_id] = max(best.get(c.source_id, -1.0), about[c.rowid])
         return best
-
-    def _read_claims(self, texts: Sequence[tuple[int, str]]) -> None:
-        keys = [text_key(t) for _, t in texts]
-        found = self._store.read(keys)
-        lost = [r for (r, _), k in zip(texts, keys, strict=True) if k not in found]
-        if lost:
-            raise _missing(f"the claim of index row {lost[0]}")
-        for (r, _), k in zip(texts, keys, strict=True):
-            self._alike[r] = self._similarity(found[k])
 
     def _source_similarities(self, sources: list[str]) -> dict[str, float]:
         digests = dict(

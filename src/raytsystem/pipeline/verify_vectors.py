@@ -1,9 +1,10 @@
 """VERIFY's check of the stored vectors (ADR 0044), when the workspace names a model.
 
-For the current generation, when the store records it as encoded: every statement of its index
-has a vector of the model's width and of unit length; every source's vector is the normalized
-mean of its claims' (recomputed from them); and `SAMPLE` statements drawn at random are encoded
-again and must give their stored vectors. A query reads only the vectors it ranks with, and
+For the current generation, when the store records it as encoded: every text of its claims
+(each statement alone and in context, `encoding.in_context`) has a vector of the model's width
+and of unit length; every source's vector is the normalized mean of its claims' in context
+(recomputed from them); and `SAMPLE` texts drawn at random are encoded again and must give
+their stored vectors. A query reads only the vectors it ranks with, and
 can tell a missing or malformed one but not one replaced by another unit vector: this sample
 can, with a chance that grows with the share replaced. A generation the store does not record
 as encoded is reported as a note: its queries encode their first citations instead.
@@ -20,7 +21,7 @@ from ..errors import IntegrityError
 from ..storage import index_file
 from ..storage.generations import GenerationRef
 from ..storage.vectors import VectorStore, text_key
-from .encoding import source_means
+from .encoding import in_context, source_means
 from .verify_report import VerifyReport
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from .meaning import Meaning
 
-SAMPLE: Final = 64  # statements encoded again
+SAMPLE: Final = 64  # texts encoded again
 TOLERANCE: Final = 1e-4  # how far a component of a vector encoded again may move
 
 
@@ -60,8 +61,9 @@ def check_vectors(
     try:
         with index_file.open_index(path, current.hash) as conn:
             statements = {
-                text_key(t): t
-                for (t,) in conn.execute("SELECT text FROM docs WHERE kind = 'claim'")
+                text_key(text): text
+                for h, t in conn.execute("SELECT heading_path, text FROM docs WHERE kind = 'claim'")
+                for text in (t, in_context(h, t))
             }
             found = store.read(list(statements))
             for key in statements.keys() - found.keys():
@@ -96,7 +98,7 @@ def _check_sample(
     vectors: dict[bytes, NDArray[np.float32]],
     report: VerifyReport,
 ) -> None:
-    """`SAMPLE` statements, drawn at random, encoded again: each must give its stored vector."""
+    """`SAMPLE` texts, drawn at random, encoded again: each must give its stored vector."""
     drawn = random.sample(sorted(vectors), min(SAMPLE, len(vectors)))
     if not drawn:
         return
