@@ -17,6 +17,7 @@ from conftest import run_cli, write
 from test_meaning import DOC, REAL_MODEL, configure, tiny_model
 
 from raytsystem.config import DEFAULT_MIN_SIMILARITY, MeaningConfig
+from raytsystem.model.scripts import declared_languages, reads, scripts_read
 from raytsystem.pipeline.encoding import in_context
 from raytsystem.pipeline.meaning import (
     CLAIM_WEIGHT,
@@ -255,3 +256,52 @@ def test_the_measured_model_ranks_with_stored_vectors(workspace: Path) -> None:
     assert "Refunds are paid back" in answer["answer"].split("[1]")[0]
     off = _ask(workspace, "Which card did the five working horses play?")
     assert off["status"] == "gap" and off["meaning"]["similarity"] < DEFAULT_MIN_SIMILARITY
+
+
+@pytest.mark.parametrize(
+    "card, languages",
+    [
+        ("---\nlanguage: en\nlicense: apache-2.0\n---\n# all-MiniLM", ("en",)),
+        ("---\nlicense: mit\nlanguage:\n- en\n- ZH\n- pt-br\ntags:\n- x\n---\n", ("en", "zh", "pt-br")),
+        ("---\nlanguage: [ru, 'uk']\n---\n", ("ru", "uk")),
+        ("---\ntags:\n- language\n---\nlanguage: en\n", ()),  # outside the front matter
+        ("# A model\n\nlanguage: en\n", ()),  # no front matter
+    ],
+)
+def test_a_model_card_declares_its_languages(tmp_path: Path, card: str, languages: tuple) -> None:
+    (tmp_path / "README.md").write_text(card, encoding="utf-8")
+    assert declared_languages(tmp_path) == languages
+    assert declared_languages(tmp_path / "absent") == ()
+
+
+def test_a_model_reads_the_scripts_of_its_languages() -> None:
+    english = scripts_read(["en"])
+    assert english == frozenset({"LATIN"})
+    assert scripts_read(["ja"]) == frozenset({"CJK", "HIRAGANA", "KATAKANA"})
+    assert scripts_read([]) is None and scripts_read(["en", "xx"]) is None  # unknown: all
+    assert reads(english, "What is the capital city of Australia?")
+    assert reads(english, "Wie öffne ich eine Datei?")
+    assert not reads(english, "显示磁盘使用情况")
+    assert not reads(english, "ファイルを圧縮する")
+    assert not reads(english, "Как архивировать файлы")
+    assert reads(english, "AZT 与 ribavirin")  # most letters are Latin
+    assert reads(english, "2024?") and reads(None, "显示磁盘使用情况")
+    assert reads(scripts_read(["ru"]), "Как архивировать файлы")
+
+
+def test_a_question_the_model_cannot_read_is_answered_by_the_words(workspace: Path) -> None:
+    write(workspace, "knowledge/disk.md", "# 磁盘\n\n显示磁盘使用情况。\n\n清理磁盘上的临时文件。\n")
+    _ingest(workspace)
+    plain = _ask(workspace, "显示磁盘使用情况")
+    assert plain["status"] == "answered" and "meaning" not in plain
+    folder = _modelled(workspace, 1.0)  # a bar no statement reaches: a gap if it judged
+    (folder / "README.md").write_text("---\nlanguage: en\n---\n", encoding="utf-8")
+    _ingest(workspace)
+    answer = _ask(workspace, "显示磁盘使用情况")
+    assert answer["status"] == "answered"
+    assert answer["meaning"]["read"] is False and answer["meaning"]["similarity"] is None
+    assert [c["claim"]["id"] for c in answer["citations"]] == [
+        c["claim"]["id"] for c in plain["citations"]
+    ]
+    english = _ask(workspace)
+    assert english["meaning"]["read"] is True and english["status"] == "gap"

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..config import MeaningConfig
 from ..errors import IntegrityError
+from ..model.scripts import declared_languages, reads, scripts_read
 from ..model.sentence_encoder import SentenceEncoder
 from ..storage.vectors import VectorStore, text_key
 from .claim_scoring import rowid_list
@@ -71,13 +72,21 @@ class Meaning:
     folder: Path
     min_similarity: float
     state_dir: Path  # where the workspace's vector store is (`storage/vectors.py`)
+    scripts: frozenset[str] | None = None  # the scripts it reads (`model/scripts.py`); None: all
 
     @classmethod
     def named(cls, root: Path, settings: MeaningConfig, state_dir: Path) -> Meaning:
         """The model a workspace's `[meaning]` table names (a folder relative to `root`)."""
         folder = Path(settings.model).expanduser()
         folder = folder if folder.is_absolute() else root / folder
-        return cls(SentenceEncoder(folder), folder, settings.min_similarity, state_dir)
+        encoder = SentenceEncoder(folder)
+        read = scripts_read(declared_languages(folder))
+        return cls(encoder, folder, settings.min_similarity, state_dir, read)
+
+    def reads(self, question: str) -> bool:
+        """Whether the model reads the question's script (`model/scripts.py`): otherwise its
+        similarities are noise, and the words alone answer."""
+        return reads(self.scripts, question)
 
     def stored(self, generation: str) -> VectorStore | None:
         """The vector store, when it holds every vector of the generation (its hash); the

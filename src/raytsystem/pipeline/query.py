@@ -358,13 +358,17 @@ def _by_meaning(
 ) -> tuple[list[Candidate], dict[str, Any]]:
     """The citations when the workspace names a model: the meaning gap judges instead of the
     word gaps (ADR 0043), and with the generation's vectors stored, meaning ranks too (ADR
-    0044); otherwise the first citations are encoded and re-ordered."""
+    0044); otherwise the first citations are encoded and re-ordered. A question in a script
+    the model does not read is answered by the words alone, word gaps included."""
+    if not meaning.reads(text):  # a script the model does not read: the words alone
+        chosen = compose_answer(conn, query_terms, limit, per_source, found_in)
+        return chosen, meaning.report(None) | {"vectors": None, "read": False}
     store = meaning.stored(generation)
     if store is None:
         wanted = max(limit, READ)
         found = compose_answer(conn, query_terms, wanted, per_source, found_in, word_gaps=False)
         chosen, judged = meaning.judge(text, found, per_source)
-        return chosen[:limit], judged | {"vectors": "query"}
+        return chosen[:limit], judged | {"vectors": "query", "read": True}
     try:
         fused = Fused(meaning, store, conn, text)
         wanted = max(limit, JUDGED)  # the same ones judged at every limit
@@ -374,7 +378,7 @@ def _by_meaning(
         chosen, judged = meaning.judge_ranked(found, fused)
     finally:
         store.close()
-    return chosen[:limit], judged | {"vectors": "stored"}
+    return chosen[:limit], judged | {"vectors": "stored", "read": True}
 
 
 def unmatched_words(text: str, missing: list[str]) -> list[str]:
