@@ -115,7 +115,9 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
     write(workspace, "knowledge/more.md", MORE)
     _ingest(workspace)
     meaning = Meaning.named(
-        workspace, MeaningConfig(model="models/tiny", min_similarity=-1.0), workspace / ".raytsystem"
+        workspace,
+        MeaningConfig(model="models/tiny", min_similarity=-1.0),
+        workspace / ".raytsystem",
     )
     assert meaning.folder == folder
     index = _index(workspace)
@@ -134,11 +136,15 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
             "SELECT rowid, source_id, heading_path, text FROM docs WHERE kind = 'claim'"
         ).fetchall()
     store.close()
-    # The expected scores from the encoder itself, not from the store: claims in context.
+    # The expected scores from the encoder itself, not from the store: sources read their
+    # claims in context.
     q = meaning.encoder.encode([QUESTION])[0]
     texts = [in_context(h, t) for _, _, h, t in claims]
     assert "Refunds: Refunds are paid back to the card within five working days." in texts
     vectors = dict(zip([r for r, *_ in claims], meaning.encoder.encode(texts), strict=True))
+    # A claim itself, and the meaning gap, read its statement alone.
+    statements = meaning.encoder.encode([t for *_, t in claims])
+    alone = {r: float(v @ q) for (r, *_), v in zip(claims, statements, strict=True)}
     by_source: dict[str, list[int]] = {}
     for rowid, source_id, *_ in claims:
         by_source.setdefault(source_id, []).append(rowid)
@@ -151,13 +157,10 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
             plain[c.rowid].score
             + SOURCE_MEAN_WEIGHT * float(mean @ q)
             + SOURCE_BEST_WEIGHT * max(float(vectors[r] @ q) for r in own)
-            + CLAIM_WEIGHT * float(vectors[c.rowid] @ q)
+            + CLAIM_WEIGHT * alone[c.rowid]
         )
         assert c.score == pytest.approx(want, abs=1e-5)
-        # The meaning gap judges the statement alone.
-        statement = next(t for r, _, _, t in claims if r == c.rowid)
-        alone = float(meaning.encoder.encode([statement])[0] @ q)
-        assert judged[c.rowid] == pytest.approx(alone, abs=1e-5)
+        assert judged[c.rowid] == pytest.approx(alone[c.rowid], abs=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -262,7 +265,10 @@ def test_the_measured_model_ranks_with_stored_vectors(workspace: Path) -> None:
     "card, languages",
     [
         ("---\nlanguage: en\nlicense: apache-2.0\n---\n# all-MiniLM", ("en",)),
-        ("---\nlicense: mit\nlanguage:\n- en\n- ZH\n- pt-br\ntags:\n- x\n---\n", ("en", "zh", "pt-br")),
+        (
+            "---\nlicense: mit\nlanguage:\n- en\n- ZH\n- pt-br\ntags:\n- x\n---\n",
+            ("en", "zh", "pt-br"),
+        ),
         ("---\nlanguage: [ru, 'uk']\n---\n", ("ru", "uk")),
         ("---\ntags:\n- language\n---\nlanguage: en\n", ()),  # outside the front matter
         ("# A model\n\nlanguage: en\n", ()),  # no front matter
@@ -290,7 +296,9 @@ def test_a_model_reads_the_scripts_of_its_languages() -> None:
 
 
 def test_a_question_the_model_cannot_read_is_answered_by_the_words(workspace: Path) -> None:
-    write(workspace, "knowledge/disk.md", "# 磁盘\n\n显示磁盘使用情况。\n\n清理磁盘上的临时文件。\n")
+    write(
+        workspace, "knowledge/disk.md", "# 磁盘\n\n显示磁盘使用情况。\n\n清理磁盘上的临时文件。\n"
+    )
     _ingest(workspace)
     plain = _ask(workspace, "显示磁盘使用情况")
     assert plain["status"] == "answered" and "meaning" not in plain

@@ -155,8 +155,8 @@ class Meaning:
 class Fused:
     """One question's similarities with the claims and sources of a generation whose vectors
     are stored (ADR 0044), added to the relevance of the candidates the words found: a
-    claim ranks by its statement in context (`encoding.in_context`) and is judged by its
-    statement alone."""
+    source by its claims in context (`encoding.in_context`: what they are about), a claim
+    itself, and the meaning gap's judgement, by its statement alone (what it says)."""
 
     def __init__(
         self, meaning: Meaning, store: VectorStore, conn: sqlite3.Connection, question: str
@@ -170,7 +170,8 @@ class Fused:
     def rescore(self, found: list[Candidate]) -> list[Candidate]:
         """Add meaning to the relevance of the first `FUSED` candidates (and those tied with
         the last): `SOURCE_MEAN_WEIGHT` x the similarity of their source's vector,
-        `SOURCE_BEST_WEIGHT` x that of its most similar claim, `CLAIM_WEIGHT` x their own."""
+        `SOURCE_BEST_WEIGHT` x that of its most similar claim in context, `CLAIM_WEIGHT` x
+        that of their own statement."""
         ranked = sorted(found, key=lambda c: (c.tier, -round(c.score, 9)))
         if len(ranked) > FUSED:
             edge = (ranked[FUSED - 1].tier, round(ranked[FUSED - 1].score, 9))
@@ -180,12 +181,12 @@ class Fused:
         sources = list(dict.fromkeys(c.source_id for c in ranked))
         best = self._best_by_source(ranked, sources)
         mean = self._source_similarities(sources)
-        about = self._in_context(c.rowid for c in ranked)
+        says = self.similarities(c.rowid for c in ranked)
         for c in ranked:
             c.score += (
                 SOURCE_MEAN_WEIGHT * mean[c.source_id]
                 + SOURCE_BEST_WEIGHT * best[c.source_id]
-                + CLAIM_WEIGHT * about[c.rowid]
+                + CLAIM_WEIGHT * says[c.rowid]
             )
         return found
 
