@@ -28,14 +28,22 @@ from typing import Any, Final
 from ..errors import IntegrityError
 
 FILE_NAME: Final = "vectors.sqlite3"
+# Vectors live in rowid tables, several to a page, found through a unique index on their
+# name: in a WITHOUT ROWID table a 1.5 KB row spills to an overflow page of its own, which
+# made the store four times its vectors' size. A model is a small number in the rows.
 _SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash BLOB NOT NULL, "
-    "vector BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS source_vectors (model TEXT NOT NULL, digest TEXT NOT NULL, "
-    "vector BLOB NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS encoded (model TEXT NOT NULL, generation TEXT NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE)",
+    "CREATE TABLE IF NOT EXISTS vectors (model INTEGER NOT NULL, text_hash BLOB NOT NULL, "
+    "vector BLOB NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS vectors_name ON vectors (model, text_hash)",
+    "CREATE TABLE IF NOT EXISTS source_vectors (model INTEGER NOT NULL, digest TEXT NOT NULL, "
+    "vector BLOB NOT NULL)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS source_vectors_name ON source_vectors (model, digest)",
+    "CREATE TABLE IF NOT EXISTS encoded (model INTEGER NOT NULL, generation TEXT NOT NULL, "
     "PRIMARY KEY (model, generation)) WITHOUT ROWID",
 )
+# Ten 1.5 KB vectors fill a 16 KB page; two fill a 4 KB one and leave a quarter of it empty.
+PAGE_SIZE: Final = 16384
 _CHUNK: Final = 500  # keys per SELECT ... IN (...)
 # Where each kind of vector is: a claim's by its statement's hash, a source's by its digest.
 _TABLES: Final = {False: ("vectors", "text_hash"), True: ("source_vectors", "digest")}
@@ -53,6 +61,8 @@ class VectorStore:
         self._conn = conn
         self.model = model
         self.width = width
+        found = conn.execute("SELECT id FROM models WHERE digest = ?", (model,)).fetchone()
+        self._id: int = found[0] if found else -1  # -1: no vector of this model is here
 
     @classmethod
     @contextlib.contextmanager
@@ -61,9 +71,11 @@ class VectorStore:
         state_dir.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(state_dir / FILE_NAME, timeout=30.0)
         try:
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file's only
             conn.execute("PRAGMA journal_mode=WAL")
             for statement in _SCHEMA:
                 conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO models (digest) VALUES (?)", (model,))
             conn.commit()
             yield cls(conn, model, width)
         finally:
@@ -79,6 +91,7 @@ class VectorStore:
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             conn.execute("SELECT 1 FROM encoded LIMIT 1").fetchall()
+            return cls(conn, model, width)
         except sqlite3.Error as exc:
             raise IntegrityError(
                 f"fail closed: the vector store {path} cannot be read ({exc}); delete it and "
@@ -86,7 +99,6 @@ class VectorStore:
                 code="vector_invalid",
                 subject=str(path),
             ) from exc
-        return cls(conn, model, width)
 
     def close(self) -> None:
         self._conn.close()
@@ -94,7 +106,7 @@ class VectorStore:
     def covers(self, generation: str) -> bool:
         """Whether every claim of the generation (its hash) has its vector here."""
         found = self._conn.execute(
-            "SELECT 1 FROM encoded WHERE model = ? AND generation = ?", (self.model, generation)
+            "SELECT 1 FROM encoded WHERE model = ? AND generation = ?", (self._id, generation)
         ).fetchone()
         return found is not None
 
@@ -102,7 +114,7 @@ class VectorStore:
         """Record that every claim of the generation has its vector here."""
         self._conn.execute(
             "INSERT OR IGNORE INTO encoded (model, generation) VALUES (?, ?)",
-            (self.model, generation),
+            (self._id, generation),
         )
         self._conn.commit()
 
@@ -140,7 +152,7 @@ class VectorStore:
                 for (k,) in self._conn.execute(
                     f"SELECT {column} FROM {table} WHERE model = ? AND {column} IN "
                     f"({','.join('?' * len(chunk))})",
-                    (self.model, *chunk),
+                    (self._id, *chunk),
                 )
             )
         return found
@@ -154,7 +166,7 @@ class VectorStore:
                     raise ValueError(f"a vector of {len(vector)} bytes, not {size}")
                 self._conn.execute(
                     f"INSERT OR IGNORE INTO {table} (model, {column}, vector) VALUES (?, ?, ?)",
-                    (self.model, key, vector),
+                    (self._id, key, vector),
                 )
 
     def _read(self, keys: Sequence[Any], of_sources: bool) -> dict[Any, bytes]:
@@ -165,7 +177,7 @@ class VectorStore:
             for key, vector in self._conn.execute(
                 f"SELECT {column}, vector FROM {table} WHERE model = ? AND {column} IN "
                 f"({','.join('?' * len(chunk))})",
-                (self.model, *chunk),
+                (self._id, *chunk),
             ):
                 if not isinstance(vector, bytes) or len(vector) != size:
                     name = key.hex() if isinstance(key, bytes) else key
