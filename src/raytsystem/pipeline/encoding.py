@@ -27,14 +27,14 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from ..model.sentence_encoder import SentenceEncoder
     from ..storage.generations import GenerationRef
-    from .meaning import Meaning
 
 CHUNK: Final = 256  # texts encoded, then stored, at a time
 
 
 def encode_generation(
-    meaning: Meaning,
+    encoder: SentenceEncoder,
     state_dir: Path,
     index_dir: Path,
     generation: GenerationRef,
@@ -42,7 +42,6 @@ def encode_generation(
 ) -> int:
     """Give the generation's claims and sources their vectors; how many texts were encoded
     (0 when the store had them all)."""
-    encoder = meaning.encoder
     path = index_file.index_path(index_dir, generation.number, generation.hash)
     with (
         VectorStore.opened(state_dir, encoder.digest, encoder.width) as store,
@@ -61,7 +60,7 @@ def encode_generation(
             store.add(zip(chunk, (v.astype("<f4").tobytes() for v in vectors), strict=True))
             if progress:
                 progress("encode", min(done * CHUNK, len(todo)), len(todo), 0)
-        _encode_sources(conn, store, meaning)
+        _encode_sources(conn, store, encoder)
         store.mark(generation.hash)
         return len(todo)
 
@@ -80,13 +79,13 @@ def in_context(heading_path: str, statement: str) -> str:
     return f"{' / '.join(names)}: {statement}" if names else statement
 
 
-def _encode_sources(conn: sqlite3.Connection, store: VectorStore, meaning: Meaning) -> None:
+def _encode_sources(conn: sqlite3.Connection, store: VectorStore, encoder: SentenceEncoder) -> None:
     """Each source without a vector gets the normalized mean of its claims' (a source
     without claims gets none)."""
     digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
     missing = set(digests.values()) - store.known_sources(digests.values())
     if missing:
-        means = source_means(conn, store.read, meaning.encoder.numpy, missing)
+        means = source_means(conn, store.read, encoder.numpy, missing)
         store.add_sources((d, v.astype("<f4").tobytes()) for d, v in means)
 
 

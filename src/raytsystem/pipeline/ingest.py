@@ -121,7 +121,7 @@ def ingest(
         current = generation or run.parent
         if meaning is not None and current is not None:
             run.report.vectors_encoded = encode_generation(
-                meaning, ws.state_dir, ws.index_dir, current, progress
+                meaning.encoder, ws.state_dir, ws.index_dir, current, progress
             )
         run.report.seconds = time.monotonic() - started
         return run.report
