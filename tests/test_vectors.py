@@ -234,8 +234,8 @@ def test_verify_encodes_again_and_finds_a_vector_replaced(workspace: Path) -> No
     damaged = _verify(workspace)
     assert not damaged["ok"] and damaged["exit"] != 0
     found = {(f["code"], f["subject"]) for f in damaged["findings"]}
-    assert ("vector_mismatch", f"statement {a.hex()}") in found
-    assert ("vector_mismatch", f"statement {b.hex()}") in found
+    assert ("vector_mismatch", f"text {a.hex()}") in found
+    assert ("vector_mismatch", f"text {b.hex()}") in found
     assert ("vector_mismatch", f"source {digest}") in found
 
 
@@ -313,3 +313,36 @@ def test_a_question_the_model_cannot_read_is_answered_by_the_words(workspace: Pa
     ]
     english = _ask(workspace)
     assert english["meaning"]["read"] is True and english["status"] == "gap"
+
+
+def test_the_next_ingest_mends_a_store_that_lost_vectors(workspace: Path) -> None:
+    _modelled(workspace)
+    encoded = _ingest(workspace)["vectors_encoded"]
+    with sqlite3.connect(workspace / ".raytsystem" / FILE_NAME) as conn:
+        conn.execute("DELETE FROM vectors")
+        conn.execute("DELETE FROM source_vectors")
+    assert run_cli("query", QUESTION, "--json", cwd=workspace).code == 3
+    assert _ingest(workspace)["vectors_encoded"] == encoded  # the generation was marked
+    assert _ask(workspace)["meaning"]["vectors"] == "stored"
+
+
+def test_a_store_that_is_not_a_database_is_a_finding_not_a_crash(workspace: Path) -> None:
+    _modelled(workspace)
+    (workspace / ".raytsystem").mkdir(exist_ok=True)
+    (workspace / ".raytsystem" / FILE_NAME).write_bytes(b"not a database" * 100)
+    report = _ingest(workspace)
+    assert report["created"]  # the generation is made whatever happens to its vectors
+    assert [f["code"] for f in report["findings"]] == ["vectors_not_encoded"]
+    checked = _verify(workspace)
+    assert checked["exit"] == 3 and "vector_invalid" in {f["code"] for f in checked["findings"]}
+
+
+def test_verify_refuses_a_vector_that_is_not_a_number(workspace: Path) -> None:
+    _modelled(workspace)
+    _ingest(workspace)
+    with sqlite3.connect(workspace / ".raytsystem" / FILE_NAME) as conn:
+        (key,) = conn.execute("SELECT text_hash FROM vectors LIMIT 1").fetchone()
+        nan = np.full(16, np.nan, "<f4").tobytes()
+        conn.execute("UPDATE vectors SET vector = ? WHERE text_hash = ?", (nan, key))
+    found = {(f["code"], f["subject"]) for f in _verify(workspace)["findings"]}
+    assert ("vector_invalid", f"text {key.hex()}") in found

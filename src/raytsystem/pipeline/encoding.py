@@ -47,13 +47,9 @@ def encode_generation(
         VectorStore.opened(state_dir, encoder.digest, encoder.width) as store,
         index_file.open_index(path, generation.hash) as conn,
     ):
-        if store.covers(generation.hash):
-            return 0
-        texts = {
-            text_key(text): text
-            for heading_path, statement in conn.execute(_CLAIM_TEXTS)
-            for text in (statement, in_context(heading_path, statement))
-        }
+        # What is missing is looked up even for a generation marked encoded: a store that
+        # lost rows is mended by the next ingest.
+        texts = claim_texts(conn)
         todo = sorted(texts.keys() - store.known(texts))
         for done, chunk in enumerate(_chunks(todo), 1):
             vectors = encoder.encode([texts[k] for k in chunk])
@@ -65,7 +61,15 @@ def encode_generation(
         return len(todo)
 
 
-_CLAIM_TEXTS: Final = "SELECT heading_path, text FROM docs WHERE kind = 'claim'"
+def claim_texts(conn: sqlite3.Connection) -> dict[bytes, str]:
+    """Every text of an index's claims, by its name: each statement alone and in context."""
+    return {
+        text_key(text): text
+        for heading_path, statement in conn.execute(
+            "SELECT heading_path, text FROM docs WHERE kind = 'claim'"
+        )
+        for text in (statement, in_context(heading_path, statement))
+    }
 
 
 def in_context(heading_path: str, statement: str) -> str:
@@ -97,14 +101,13 @@ def source_means(
 ) -> Iterator[tuple[str, NDArray[np.float32]]]:
     """(source digest, the normalized mean of its claims' vectors in context) for each source of the
     index with claims (of the `wanted` digests only, when given); `read` gives the vectors
-    of statement hashes. A source of the same digest twice is given once."""
+    of text hashes, and must give each."""
     digests = dict(conn.execute("SELECT source_id, digest FROM source_digests"))
-    done: set[str] = set()
     for source_id, low, high in conn.execute(
         "SELECT source_id, low, high FROM blocks ORDER BY low"
     ).fetchall():
         digest = digests.get(source_id)
-        if digest is None or digest in done or (wanted is not None and digest not in wanted):
+        if digest is None or (wanted is not None and digest not in wanted):
             continue
         keys = [
             text_key(in_context(h, t))
@@ -120,7 +123,6 @@ def source_means(
         vectors = np_.frombuffer(b"".join(found[k] for k in keys), "<f4").reshape(len(keys), -1)
         mean = vectors.sum(0)
         mean /= np_.linalg.norm(mean) or 1.0
-        done.add(digest)
         yield str(digest), mean
 
 

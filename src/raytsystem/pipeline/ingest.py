@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -47,6 +48,7 @@ from ..storage.db import Ledger, record_id_scheme
 from ..storage.lock import writer_lock
 from ..storage.staging import Staging, staging
 from ..storage.statcache import StatCache
+from ..storage.vectors import FILE_NAME as VECTORS_FILE
 from ..storage.writes import ObjectRows, commit_generation, insert_objects, record_ingest_run
 from ..workspace import Workspace
 from .encoding import encode_generation
@@ -119,12 +121,36 @@ def ingest(
             # and nothing else changed: writing the cache again would change nothing.
             save_stat_cache(run, scan, cache, generation or run.parent)
         current = generation or run.parent
-        if meaning is not None and current is not None:
-            run.report.vectors_encoded = encode_generation(
-                meaning.encoder, ws.state_dir, ws.index_dir, current, progress
+    if meaning is not None and current is not None:
+        _encode(run.report, meaning, ws, current, progress)
+    run.report.seconds = time.monotonic() - started
+    return run.report
+
+
+def _encode(
+    report: IngestReport,
+    meaning: Meaning,
+    ws: Workspace,
+    current: generations.GenerationRef,
+    progress: Progress | None,
+) -> None:
+    """The current generation's vectors (ADR 0044), after the writer lock is released: the
+    store only gains rows named by their content, so two ingests may add the same one. A
+    store that cannot be written is a finding; the generation stands, and its queries encode
+    their first citations until an ingest encodes it."""
+    try:
+        report.vectors_encoded = encode_generation(
+            meaning.encoder, ws.state_dir, ws.index_dir, current, progress
+        )
+    except (sqlite3.Error, RaytError) as exc:
+        report.findings.append(
+            Finding(
+                "vectors_not_encoded",
+                f".raytsystem/{VECTORS_FILE}",
+                f"the generation's vectors were not stored ({exc}); if the store is damaged, "
+                "delete it: the next ingest encodes again",
             )
-        run.report.seconds = time.monotonic() - started
-        return run.report
+        )
 
 
 def _settle_id_scheme(ledger: Ledger, named: int) -> None:

@@ -37,7 +37,7 @@ from ..config import MeaningConfig
 from ..errors import IntegrityError
 from ..model.scripts import declared_languages, reads, scripts_read
 from ..model.sentence_encoder import SentenceEncoder
-from ..storage.vectors import VectorStore, text_key
+from ..storage.vectors import VectorStore, is_unit, text_key
 from .claim_scoring import rowid_list
 from .compose import select
 from .encoding import in_context
@@ -61,7 +61,6 @@ SOURCE_CLAIMS: Final = 4000
 SOURCE_MEAN_WEIGHT: Final = 1.0
 SOURCE_BEST_WEIGHT: Final = 2.0
 CLAIM_WEIGHT: Final = 1.0
-UNIT_TOLERANCE: Final = 1e-3  # how far a stored vector's squared length may be from 1
 
 
 @dataclass(frozen=True)
@@ -193,19 +192,18 @@ class Fused:
     def similarities(self, rowids: Iterable[int]) -> dict[int, float]:
         """rowid -> the similarity of the claim's statement alone with the question (what the
         meaning gap judges); a statement without its vector fails closed (`vector_missing`)."""
+        # An empty heading path: the statement alone (`_similar`).
         return self._read(rowids, self._says, "SELECT rowid, '', text FROM docs")
 
     def _in_context(self, rowids: Iterable[int]) -> dict[int, float]:
         """rowid -> the similarity of the claim in context with the question."""
         return self._read(rowids, self._about, "SELECT rowid, heading_path, text FROM docs")
 
-    def _read(
-        self, rowids: Iterable[int], known: dict[int, float], select: str
-    ) -> dict[int, float]:
+    def _read(self, rowids: Iterable[int], known: dict[int, float], query: str) -> dict[int, float]:
         wanted = list(dict.fromkeys(rowids))
         unread = [r for r in wanted if r not in known]
         if unread:
-            rows = self._conn.execute(f"{select} WHERE rowid IN ({rowid_list(unread)})")
+            rows = self._conn.execute(f"{query} WHERE rowid IN ({rowid_list(unread)})")
             self._similar(rows.fetchall(), known)
         return {r: known[r] for r in wanted}
 
@@ -273,7 +271,7 @@ class Fused:
         """The cosine of a stored unit vector with the question's; a vector that is not of
         unit length was not made by the encoder, and fails closed (`vector_invalid`)."""
         v = self._np.frombuffer(vector, "<f4")
-        if not abs(float(v @ v) - 1.0) <= UNIT_TOLERANCE:
+        if not is_unit(float(v @ v)):
             raise IntegrityError(
                 "fail closed: a stored vector is not of unit length",
                 code="vector_invalid",

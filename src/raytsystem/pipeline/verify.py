@@ -168,6 +168,7 @@ def verify(
     for address in check_purged(conn, set(present), report):
         present[address] = PURGED  # its rows are not missing a blob; its size is unknown
     derive = chain_ids(ids)
+    current = None  # until the generations are checked: damage may stop the checks before
     with stops_at_damage(report) as reading:
         reading.check = "the file's structure"
         check_structure(conn, report)
@@ -185,7 +186,7 @@ def verify(
         report.generation = current.to_json() if current else None
         reading.check = "the index files"
         check_indexes(conn, store, index_dir, state_dir, current, report, progress)
-    if meaning is not None:
+    if meaning is not None and not any(f["code"] == "ledger_corrupt" for f in report.findings):
         check_vectors(meaning, state_dir, index_dir, current, report)
     report.seconds = time.perf_counter() - started
     return report

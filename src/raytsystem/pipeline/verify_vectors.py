@@ -6,7 +6,7 @@ and of unit length; every source's vector is the normalized mean of its claims' 
 (recomputed from them); and `SAMPLE` texts drawn at random are encoded again and must give
 their stored vectors. A query reads only the vectors it ranks with, and
 can tell a missing or malformed one but not one replaced by another unit vector: this sample
-can, with a chance that grows with the share replaced. A generation the store does not record
+can, with a chance that grows with the share replaced (drawn afresh each run). A generation the store does not record
 as encoded is reported as a note: its queries encode their first citations instead.
 """
 
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import IntegrityError
 from ..storage import index_file
 from ..storage.generations import GenerationRef
-from ..storage.vectors import VectorStore, text_key
-from .encoding import in_context, source_means
+from ..storage.vectors import FILE_NAME, VectorStore, is_unit
+from .encoding import claim_texts, source_means
 from .verify_report import VerifyReport
 
 if TYPE_CHECKING:
@@ -41,55 +41,61 @@ def check_vectors(
     current: GenerationRef | None,
     report: VerifyReport,
 ) -> None:
-    encoder = meaning.encoder
-    store = VectorStore.reading(state_dir, encoder.digest, encoder.width)
     if current is None:
         return
-    if store is None or not store.covers(current.hash):
-        report.add(
-            "note",
-            "vectors_not_encoded",
-            f"generation {current.number}",
-            f"the vector store holds no vectors of generation {current.number} by model "
-            f"{meaning.folder.name}: `raytsystem ingest` encodes them",
-        )
-        if store is not None:
-            store.close()
-        return
-    np_ = encoder.numpy
-    path = index_file.index_path(index_dir, current.number, current.hash)
+    store = None
     try:
+        store = VectorStore.reading(state_dir, meaning.encoder.digest, meaning.encoder.width)
+        if store is None or not store.covers(current.hash):
+            report.add(
+                "note",
+                "vectors_not_encoded",
+                f"generation {current.number}",
+                f"the vector store holds no vectors of generation {current.number} by model "
+                f"{meaning.folder.name}: `raytsystem ingest` encodes them",
+            )
+            return
+        path = index_file.index_path(index_dir, current.number, current.hash)
         with index_file.open_index(path, current.hash) as conn:
-            statements = {
-                text_key(text): text
-                for h, t in conn.execute("SELECT heading_path, text FROM docs WHERE kind = 'claim'")
-                for text in (t, in_context(h, t))
-            }
-            found = store.read(list(statements))
-            for key in statements.keys() - found.keys():
-                report.add(
-                    "error",
-                    "vector_missing",
-                    f"statement {key.hex()}",
-                    f"no vector of {statements[key][:80]!r}",
-                )
-            vectors = {k: np_.frombuffer(v, "<f4") for k, v in found.items()}
-            for key, v in vectors.items():
-                if abs(float(v @ v) - 1.0) > 1e-3:
-                    report.add(
-                        "error",
-                        "vector_invalid",
-                        f"statement {key.hex()}",
-                        "a stored vector is not of unit length",
-                    )
-            report.counts["vectors"] = len(found)
-            _check_sample(meaning, statements, vectors, report)
-            if len(vectors) == len(statements):  # else a source's mean cannot be made
-                _check_sources(conn, store, vectors, report, np_)
+            _check_generation(meaning, conn, store, report)
     except IntegrityError as exc:
         report.add("error", exc.code, "vector store", str(exc))
+    except sqlite3.Error as exc:
+        report.add(
+            "error",
+            "vector_invalid",
+            "vector store",
+            f"the vector store cannot be read ({exc}): delete .raytsystem/{FILE_NAME} and run "
+            "`raytsystem ingest` to encode again",
+        )
     finally:
-        store.close()
+        if store is not None:
+            store.close()
+
+
+def _check_generation(
+    meaning: Meaning, conn: sqlite3.Connection, store: VectorStore, report: VerifyReport
+) -> None:
+    np_ = meaning.encoder.numpy
+    texts = claim_texts(conn)
+    found = store.read(list(texts))
+    for key in texts.keys() - found.keys():
+        report.add(
+            "error", "vector_missing", f"text {key.hex()}", f"no vector of {texts[key][:80]!r}"
+        )
+    vectors = {k: np_.frombuffer(v, "<f4") for k, v in found.items()}
+    for key, v in vectors.items():
+        if not is_unit(float(v @ v)):
+            report.add(
+                "error",
+                "vector_invalid",
+                f"text {key.hex()}",
+                "a stored vector is not of unit length",
+            )
+    report.counts["vectors"] = len(found)
+    _check_sample(meaning, texts, vectors, report)
+    if len(vectors) == len(texts):  # else a source's mean cannot be made (reported above)
+        _check_sources(conn, store, vectors, report, np_)
 
 
 def _check_sample(
@@ -104,11 +110,11 @@ def _check_sample(
         return
     again = meaning.encoder.encode([statements[k] for k in drawn])
     for key, vector in zip(drawn, again, strict=True):
-        if float(abs(vectors[key] - vector).max()) > TOLERANCE:
+        if not float(abs(vectors[key] - vector).max()) <= TOLERANCE:  # NaN too
             report.add(
                 "error",
                 "vector_mismatch",
-                f"statement {key.hex()}",
+                f"text {key.hex()}",
                 f"the stored vector of {statements[key][:80]!r} is not the model's",
             )
     report.counts["vectors_encoded_again"] = len(drawn)
@@ -128,7 +134,7 @@ def _check_sources(
         vector = stored.get(digest)
         if vector is None:
             report.add("error", "vector_missing", f"source {digest}", "no vector of the source")
-        elif float(abs(np_.frombuffer(vector, "<f4") - mean).max()) > TOLERANCE:
+        elif not float(abs(np_.frombuffer(vector, "<f4") - mean).max()) <= TOLERANCE:
             report.add(
                 "error",
                 "vector_mismatch",

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from ..errors import IntegrityError
 
@@ -47,6 +49,15 @@ PAGE_SIZE: Final = 16384
 _CHUNK: Final = 500  # keys per SELECT ... IN (...)
 # Where each kind of vector is: a claim's by its statement's hash, a source's by its digest.
 _TABLES: Final = {False: ("vectors", "text_hash"), True: ("source_vectors", "digest")}
+
+
+UNIT_TOLERANCE: Final = 1e-3  # how far a stored vector's squared length may be from 1
+
+
+def is_unit(squared_length: float) -> bool:
+    """Whether a vector of this squared length is one the encoder made: finite, of unit
+    length (a NaN fails too)."""
+    return math.isfinite(squared_length) and abs(squared_length - 1.0) <= UNIT_TOLERANCE
 
 
 def text_key(statement: str) -> bytes:
@@ -89,7 +100,7 @@ class VectorStore:
         if not path.exists():
             return None
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
             conn.execute("SELECT 1 FROM encoded LIMIT 1").fetchall()
             return cls(conn, model, width)
         except sqlite3.Error as exc:
@@ -104,14 +115,14 @@ class VectorStore:
         self._conn.close()
 
     def covers(self, generation: str) -> bool:
-        """Whether every claim of the generation (its hash) has its vector here."""
+        """Whether every claim and source of the generation (its hash) has its vector here."""
         found = self._conn.execute(
             "SELECT 1 FROM encoded WHERE model = ? AND generation = ?", (self._id, generation)
         ).fetchone()
         return found is not None
 
     def mark(self, generation: str) -> None:
-        """Record that every claim of the generation has its vector here."""
+        """Record that every claim and source of the generation has its vector here."""
         self._conn.execute(
             "INSERT OR IGNORE INTO encoded (model, generation) VALUES (?, ?)",
             (self._id, generation),
