@@ -346,3 +346,12 @@ def test_verify_refuses_a_vector_that_is_not_a_number(workspace: Path) -> None:
         conn.execute("UPDATE vectors SET vector = ? WHERE text_hash = ?", (nan, key))
     found = {(f["code"], f["subject"]) for f in _verify(workspace)["findings"]}
     assert ("vector_invalid", f"text {key.hex()}") in found
+
+
+def test_verify_runs_its_other_checks_when_the_model_cannot_be_read(workspace: Path) -> None:
+    _modelled(workspace)
+    _ingest(workspace)
+    configure(workspace, "models/absent", 0.38)
+    report = _verify(workspace)
+    assert report["exit"] == 3 and report["counts"]  # the other checks ran and counted
+    assert [f["code"] for f in report["findings"]] == ["semantic_model_invalid"]

@@ -484,7 +484,7 @@ class Session:
 
         ledger, at = self.ledger(), (self.blobs, self.ws.index_dir)
         with ledger.reading() as conn:
-            return verify(conn, ledger.ids, *at, progress=progress, meaning=self.meaning())
+            return verify(conn, ledger.ids, *at, progress=progress, meaning=self.meaning)
 
     def graph(
         self, generation: str | None = None, max_nodes: int = DEFAULT_MAX_NODES

@@ -35,6 +35,7 @@ import contextlib
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING
 from .. import faults
 from ..ids import IdScheme
 from ..model.objects import chain_ids
+from ..model.sentence_encoder import ModelError
 from ..progress import Progress
 from ..storage import tombstones
 from ..storage.addresses import ALGORITHM
@@ -156,11 +158,12 @@ def verify(
     progress: Progress | None = None,
     claims_helper_from: int = CLAIMS_HELPER_FROM,
     state_dir: Path | None = None,
-    meaning: Meaning | None = None,
+    meaning: Callable[[], Meaning | None] | None = None,
 ) -> VerifyReport:
     """`state_dir`: the workspace's folder where writers take their lock and the vector store
     is (default: the one `index_dir` is in, as `Workspace` lays them out); `meaning`: the
-    model whose stored vectors are checked (`verify_vectors.py`)."""
+    model whose stored vectors are checked (`verify_vectors.py`), read only then: a model
+    folder that cannot be read is a finding, and never stops the other checks."""
     started = time.perf_counter()
     state_dir = state_dir or index_dir.parent
     report = VerifyReport()
@@ -187,6 +190,12 @@ def verify(
         reading.check = "the index files"
         check_indexes(conn, store, index_dir, state_dir, current, report, progress)
     if meaning is not None and not any(f["code"] == "ledger_corrupt" for f in report.findings):
-        check_vectors(meaning, state_dir, index_dir, current, report)
+        try:
+            model = meaning()
+        except ModelError as exc:
+            report.add("warning", exc.code, "[meaning] model", str(exc))
+            model = None
+        if model is not None:
+            check_vectors(model, state_dir, index_dir, current, report)
     report.seconds = time.perf_counter() - started
     return report
