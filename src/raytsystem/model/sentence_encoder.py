@@ -100,8 +100,9 @@ class SentenceEncoder:
             self.w: dict[str, NDArray[np.float32]] = {
                 k: v.astype(np_.float32, copy=False) for k, v in st.load(weights).items()
             }
-            self.tokenizer = tk.Tokenizer.from_file(str(folder / "tokenizer.json"))
-            self.digest = _digest(folder, weights)
+            tokens = (folder / "tokenizer.json").read_bytes()
+            self.tokenizer = tk.Tokenizer.from_str(tokens.decode("utf-8"))
+            self.digest = _digest(folder, {"tokenizer.json": tokens, "model.safetensors": weights})
         except FileNotFoundError as exc:
             raise ModelError(f"the model folder {folder} lacks a file: {exc}") from None
         except Exception as exc:  # the libraries' own errors for a damaged file
@@ -240,20 +241,18 @@ class SentenceEncoder:
         return pooled
 
 
-def _digest(folder: Path, weights: bytes) -> str:
+def _digest(folder: Path, read: dict[str, bytes]) -> str:
     """What names the vectors this model gives (ADR 0044): BLAKE3 over this encoder's version
-    and the bytes of every file of the folder that it reads."""
+    and the bytes of every file of the folder that it reads (`read`: those read already)."""
     hasher = blake3.blake3(f"raytsystem-encoder-{ENCODER_VERSION}\n".encode())
-    for name in ("config.json", "tokenizer.json", *OPTIONAL_FILES):
+    for name in ("config.json", "tokenizer.json", *OPTIONAL_FILES, "model.safetensors"):
         path = folder / name
         if name in OPTIONAL_FILES and not path.exists():
             hasher.update(f"{name}: none\n".encode())
             continue
-        data = path.read_bytes()
+        data = read[name] if name in read else path.read_bytes()
         hasher.update(f"{name}: {len(data)}\n".encode())
         hasher.update(data)
-    hasher.update(f"model.safetensors: {len(weights)}\n".encode())
-    hasher.update(weights)
     return hasher.hexdigest()
 
 

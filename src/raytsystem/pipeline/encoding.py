@@ -4,11 +4,11 @@ After an ingest, whether or not it made a generation, every claim of the current
 has two texts encoded: its statement alone (what it says: the meaning gap judges it) and its
 statement in context, after its heading path (`in_context`: what it is about, which ranks
 it). Each text without a vector of this model gets one, and every source without one gets the
-normalized mean of its claims' vectors in context (`storage/vectors.py`). Only statements never encoded
-before are run through the model: a re-ingest that changed one file encodes that file's new
-sentences. Vectors are written a chunk at a time, so an encoding cut short keeps what it
-did and the next ingest goes on from there. Once all are there, the store records the
-generation as encoded, and queries of it rank by meaning (`meaning.py`).
+normalized mean of its claims' vectors in context (`storage/vectors.py`). Only texts never
+encoded before are run through the model: a re-ingest that changed one file encodes that
+file's new sentences. Vectors are written a chunk at a time, so an encoding cut short keeps
+what it did and the next ingest goes on from there. Once all are there, the store records
+the generation as encoded, and queries of it rank by meaning (`meaning.py`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..config import MeaningConfig
 from ..errors import IntegrityError
-from ..model.scripts import declared_languages, reads, scripts_read
+from ..model import scripts as writing
 from ..model.sentence_encoder import SentenceEncoder
 from ..storage.vectors import VectorStore, is_unit, text_key
 from .claim_scoring import rowid_list
@@ -79,13 +79,13 @@ class Meaning:
         folder = Path(settings.model).expanduser()
         folder = folder if folder.is_absolute() else root / folder
         encoder = SentenceEncoder(folder)
-        read = scripts_read(declared_languages(folder))
+        read = writing.scripts_read(writing.declared_languages(folder))
         return cls(encoder, folder, settings.min_similarity, state_dir, read)
 
     def reads(self, question: str) -> bool:
         """Whether the model reads the question's script (`model/scripts.py`): otherwise its
         similarities are noise, and the words alone answer."""
-        return reads(self.scripts, question)
+        return writing.reads(self.scripts, question)
 
     def stored(self, generation: str) -> VectorStore | None:
         """The vector store, when it holds every vector of the generation (its hash); the
@@ -135,11 +135,8 @@ class Meaning:
         first `JUDGED` is alike in meaning to the question; with the judgement."""
         if not chosen:
             return chosen, self.report(None)
-        alike = fused.similarities([c.rowid for c in chosen[:JUDGED]])
-        best = max(alike.values())
-        if best < self.min_similarity:
-            return [], self.report(best)
-        return chosen, self.report(best)
+        best = max(fused.similarities([c.rowid for c in chosen[:JUDGED]]).values())
+        return ([] if best < self.min_similarity else chosen), self.report(best)
 
     def settings(self) -> dict[str, Any]:
         """The model (its folder's name) and the bar, as the JSON of `query` and `eval` name them."""
