@@ -87,6 +87,7 @@ def test_eval_figures_beside_the_baseline_checked_by_hand(tiny: Path) -> None:
     m = body["metrics"]
     assert m["cases"] == 5 and m["offtopic_cases"] == 2
     assert m["recall_at_k"] == 0.75  # (1 + 1/2) / 2
+    assert m["hit_at_k"] == 1.0  # each case cites one of its expected sources
     assert m["mrr_at_k"] == 1.0 and m["top1"] == 1.0
     assert m["evidence_recall_at_e"] == 0.75  # purr: 1 of 2 units, birds: 1 of 1
     assert m["evidence_hit_at_e"] == 1.0
@@ -97,7 +98,7 @@ def test_eval_figures_beside_the_baseline_checked_by_hand(tiny: Path) -> None:
 
     b = body["baseline"]["metrics"]
     assert b["sources"] == 3 and b["sentences"] == 5
-    assert b["recall_at_k"] == 1.0 and b["mrr_at_k"] == 1.0
+    assert b["recall_at_k"] == 1.0 and b["hit_at_k"] == 1.0 and b["mrr_at_k"] == 1.0
     assert b["evidence_recall_at_e"] == 0.5  # purr only: birds names lines
     assert b["evidence_hit_at_e"] == 1.0
     assert b["word_precision_at_e"] == 0.5
@@ -157,3 +158,27 @@ def load_dataset_from(data: dict[str, Any]) -> Any:
     from raytsystem.pipeline.evaluate import Dataset
 
     return Dataset.model_validate({k: v for k, v in data.items() if k != "about"} | {"about": ""})
+
+
+def test_the_baseline_finds_a_sentence_by_its_heading(workspace: Path) -> None:
+    """The baseline's sentences are searched with their heading path, as plain sentence search
+    over titled documents is: a sentence that never names its topic is found by its title."""
+    write(workspace, "docs/lighthouses.md", "# Lighthouses\n\nThey guide ships at night.\n")
+    write(workspace, "docs/ships.md", "# Harbours\n\nShips dock at the quay.\n")
+    assert run_cli("ingest", cwd=workspace).code == 0
+    dataset = {
+        "evidence_k": 1,
+        "cases": [
+            {
+                "id": "c",
+                "query": "lighthouses",
+                "expect_evidence": [
+                    {"path": "docs/lighthouses.md", "text": "They guide ships at night."}
+                ],
+            }
+        ],
+    }
+    (workspace / "d.json").write_text(json.dumps(dataset), encoding="utf-8")
+    result = run_cli("eval", "d.json", "--json", cwd=workspace)
+    assert result.code == 0, result.stderr
+    assert result.json()["baseline"]["metrics"]["evidence_hit_at_e"] == 1.0

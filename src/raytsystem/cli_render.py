@@ -243,6 +243,7 @@ def unpack(r: dict[str, Any]) -> None:
 
 _EVAL_ROWS: tuple[tuple[str, str], ...] = (
     ("recall@{k} (sources)", "recall_at_k"),
+    ("hit@{k} (sources)", "hit_at_k"),
     ("MRR@{k}", "mrr_at_k"),
     ("top-1", "top1"),
     ("evidence recall@{e}", "evidence_recall_at_e"),

@@ -6,7 +6,9 @@ from, so that a figure of raytsystem's and the baseline's are over the same text
 - **sources**: one document per source, its whole normalized text (the blob its index row
   names), ranked by FTS5's `bm25()`: what "plain full-text search over whole files" finds;
 - **sentences**: one document per confirmed claim of the generation (its statement, a sentence
-  of a prose block), ranked the same way: the baseline of evidence-sentence recall.
+  of a prose block, searched with its heading path, so that a sentence of a titled abstract
+  or section is found by the words of its title as plain sentence search over titled
+  documents finds it), ranked the same way: the baseline of evidence-sentence recall.
 
 Both use FTS5's `porter` tokenizer over `unicode61` (English stemming; CJK runs stay whole
 tokens, as plain FTS5 has them) and a question's English stop words (those of `terms.py`) are
@@ -16,6 +18,7 @@ Nothing here is raytsystem's own analysis or ranking: it is the yardstick.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import unicodedata
@@ -50,14 +53,22 @@ def baseline_expression(question: str) -> str | None:
 class Baseline:
     """The two BM25 indexes of one generation (see the module docstring)."""
 
-    def __init__(self, sources: list[tuple[str, str]], sentences: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, sources: list[tuple[str, str]], sentences: list[tuple[str, str, str]]
+    ) -> None:
+        """`sources`: (path, whole text); `sentences`: (path, heading path, statement)."""
         self.conn = sqlite3.connect(":memory:")
-        for table, rows in (("sources", sources), ("sentences", sentences)):
-            self.conn.execute(
-                f"CREATE VIRTUAL TABLE {table} USING fts5(path UNINDEXED, body, "
-                "tokenize='porter unicode61')"
-            )
-            self.conn.executemany(f"INSERT INTO {table}(path, body) VALUES (?, ?)", rows)
+        tokenize = "tokenize='porter unicode61'"
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE sources USING fts5(path UNINDEXED, body, {tokenize})"
+        )
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE sentences USING fts5(path UNINDEXED, heading, body, {tokenize})"
+        )
+        self.conn.executemany("INSERT INTO sources(path, body) VALUES (?, ?)", sources)
+        self.conn.executemany(
+            "INSERT INTO sentences(path, heading, body) VALUES (?, ?, ?)", sentences
+        )
         self.source_count = len(sources)
         self.sentence_count = len(sentences)
 
@@ -83,7 +94,7 @@ class Baseline:
         return [h.path for h in self._search("sources", question, limit)]
 
     def sentences(self, question: str, limit: int) -> list[Hit]:
-        """The `limit` best sentences (confirmed claims) by BM25."""
+        """The `limit` best sentences (confirmed claims, with their heading paths) by BM25."""
         return self._search("sentences", question, limit)
 
 
@@ -106,7 +117,9 @@ def build_baseline(conn: sqlite3.Connection, reader: Reader, blobs: BlobStore) -
         (path, blobs.get(text_blob[nid]).decode("utf-8")) for path, nid in named if nid in text_blob
     ]
     sentences = conn.execute(
-        "SELECT source_path, text FROM docs WHERE kind = 'claim' AND status = 'confirmed' "
-        "ORDER BY source_path, object_id"
+        "SELECT source_path, heading_path, text FROM docs WHERE kind = 'claim' "
+        "AND status = 'confirmed' ORDER BY source_path, object_id"
     ).fetchall()
-    return Baseline(sources, [(p, t) for p, t in sentences])
+    return Baseline(
+        sources, [(p, " / ".join(json.loads(h)) if h else "", t) for p, h, t in sentences]
+    )

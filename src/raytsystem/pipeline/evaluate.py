@@ -23,6 +23,8 @@ citation order (evidence of role `statement`); the ranked claims are the cited c
 Metrics (means over the cases that define the expectation; off-topic cases count only in
 their gap rate):
 - recall@k: share of expected paths (or claims) among the first k distinct sources;
+- hit@k: whether any expected path is among them (the share of cases that find a relevant
+  source; it equals recall@k for a case with one expected path);
 - MRR@k: 1 / rank of the first expected path among them (0 when none in the first k);
 - top-1: the first ranked source (or claim) is expected;
 - evidence recall@e (e = `evidence_k`): share of a case's evidence units met by the first e
@@ -41,7 +43,7 @@ their gap rate):
 - repeatability: share of cases whose two runs gave identical JSON (timing aside);
 - latency p50 / p95 of the in-process query calls.
 
-The same figures (recall, MRR, top-1, gap rates; evidence and word figures from its sentences)
+The same figures (recall, hit, MRR, top-1, gap rates; evidence and word figures from its sentences)
 are computed for the plain BM25 baselines of `baseline.py`: whole sources for sources,
 confirmed claims for sentences. The baseline answers a gap only when no document holds any
 of the question's words.
@@ -201,6 +203,7 @@ def _holds_words(text: str, groups: Sequence[Sequence[str]]) -> bool:
 def _path_figures(row: dict[str, Any], top: list[str], expected: set[str]) -> None:
     found = {p for p in top if p in expected}
     row["recall_at_k"] = len(found) / len(expected)
+    row["hit_at_k"] = 1.0 if found else 0.0
     first = next((i for i, p in enumerate(top, 1) if p in expected), None)
     row["mrr_at_k"] = 1 / first if first else 0.0
     row["top1"] = 1.0 if top and top[0] in expected else 0.0
@@ -224,6 +227,7 @@ def _evidence_figures(
 
 _FIGURES = (
     "recall_at_k",
+    "hit_at_k",
     "mrr_at_k",
     "top1",
     "evidence_recall",
@@ -305,7 +309,7 @@ def evaluate(
         "baseline": {
             "what": "FTS5 bm25(), porter tokenizer, English stop words dropped from the "
             "question; sources: one document per source (its whole normalized text); "
-            "sentences: one per confirmed claim",
+            "sentences: one per confirmed claim, with its heading path",
             "metrics": base_metrics,
         },
         "cases": rows,
