@@ -130,7 +130,7 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
         plain = {c.rowid: c for c in candidates(conn, terms, df, word_gaps=False)}
         found = candidates(conn, terms, df, word_gaps=False)
         fused = Fused(meaning, store, conn, QUESTION)
-        fused.rescore(found)
+        rescored = fused.rescore(found)
         judged = fused.similarities(c.rowid for c in found)
         claims = conn.execute(
             "SELECT rowid, source_id, heading_path, text FROM docs WHERE kind = 'claim'"
@@ -149,18 +149,36 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
     for rowid, source_id, *_ in claims:
         by_source.setdefault(source_id, []).append(rowid)
     assert len(found) >= 2 and {c.source_id for c in found} <= set(by_source)
-    for c in found:
-        own = by_source[c.source_id]
+
+    def source_terms(source_id: str) -> float:
+        own = by_source[source_id]
         mean = np.sum([vectors[r] for r in own], axis=0)
         mean /= np.linalg.norm(mean)
-        want = (
-            plain[c.rowid].score
-            + SOURCE_MEAN_WEIGHT * float(mean @ q)
-            + SOURCE_BEST_WEIGHT * max(float(vectors[r] @ q) for r in own)
-            + CLAIM_WEIGHT * alone[c.rowid]
+        return SOURCE_MEAN_WEIGHT * float(mean @ q) + SOURCE_BEST_WEIGHT * max(
+            float(vectors[r] @ q) for r in own
         )
+
+    for c in found:
+        want = plain[c.rowid].score + source_terms(c.source_id) + CLAIM_WEIGHT * alone[c.rowid]
         assert c.score == pytest.approx(want, abs=1e-5)
         assert judged[c.rowid] == pytest.approx(alone[c.rowid], abs=1e-5)
+
+    # The first two sources' other claims join, with their source's least relevance by
+    # words: "The ledger keeps every refund for ten years." holds one of the four words.
+    added = rescored[len(found) :]
+    assert {c.rowid for c in added} == fused.added and not fused.added & set(plain)
+    ledger = next(r for r, _, _, t in claims if t.startswith("The ledger keeps"))
+    assert ledger in fused.added
+    order = [c.source_id for c in sorted(found, key=lambda c: (c.tier, -c.score))]
+    assert {c.source_id for c in added} <= set(list(dict.fromkeys(order))[:2])
+    for c in added:
+        words = min(plain[x.rowid].score for x in found if x.source_id == c.source_id)
+        want = words + source_terms(c.source_id) + CLAIM_WEIGHT * alone[c.rowid]
+        assert c.score == pytest.approx(want, abs=1e-5)
+    # They are cited, never judged: with none of the words' claims, an answer is a gap even
+    # at the lowest bar.
+    assert meaning.judge_ranked(added, fused)[0] == []
+    assert meaning.judge_ranked(rescored, fused)[0] == rescored
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ answer's `--limit` citations are the first of that order, drawn from the composi
 When the store holds the generation's vectors (ADR 0044: an ingest made them), meaning ranks
 as well as judges (`Fused`): the question alone is encoded, each of the first `FUSED`
 candidates gains its source's and its own similarity with the question before the answer is
-composed, and the first `JUDGED` citations of that order are judged with their stored
+composed, the other claims of the first `ANSWERING_SOURCES` sources join them by meaning, and
+the first `JUDGED` citations of that order the words found are judged with their stored
 vectors. Otherwise the question and the chosen statements are encoded at query time.
 """
 
@@ -41,7 +42,7 @@ from ..storage.vectors import VectorStore, is_unit, text_key
 from .claim_scoring import rowid_list
 from .compose import select
 from .encoding import in_context
-from .ranking import Candidate
+from .ranking import EXTRACTED, Candidate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +62,11 @@ SOURCE_CLAIMS: Final = 4000
 SOURCE_MEAN_WEIGHT: Final = 1.0
 SOURCE_BEST_WEIGHT: Final = 2.0
 CLAIM_WEIGHT: Final = 1.0
+# The first this many sources of the rescored order are read whole: their claims that hold
+# too few of the question's words, up to `SOURCE_EXTRA` of each (its most similar in
+# context), join the candidates (`Fused.rescore`).
+ANSWERING_SOURCES: Final = 2
+SOURCE_EXTRA: Final = 20
 
 
 @dataclass(frozen=True)
@@ -132,10 +138,13 @@ class Meaning:
         self, chosen: list[Candidate], fused: Fused
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """The citations ranked with the stored vectors (`Fused`), or none when none of the
-        first `JUDGED` is alike in meaning to the question; with the judgement."""
-        if not chosen:
-            return chosen, self.report(None)
-        best = max(fused.similarities([c.rowid for c in chosen[:JUDGED]]).values())
+        first `JUDGED` the words found is alike in meaning to the question; with the
+        judgement. A claim `Fused` added for its meaning alone is never judged: a question
+        whose words meet nowhere in what it asks is a gap whatever a source's other lines say."""
+        judged = [c.rowid for c in chosen if c.rowid not in fused.added][:JUDGED]
+        if not judged:
+            return [], self.report(None)
+        best = max(fused.similarities(judged).values())
         return ([] if best < self.min_similarity else chosen), self.report(best)
 
     def settings(self) -> dict[str, Any]:
@@ -162,12 +171,20 @@ class Fused:
         self._question: NDArray[np.float32] = meaning.encoder.encode([question])[0]
         self._about: dict[int, float] = {}  # claim rowid -> similarity in context
         self._says: dict[int, float] = {}  # claim rowid -> similarity of the statement alone
+        self._whole: dict[str, list[int]] = {}  # source -> its claim rowids, when all were read
+        self.added: set[int] = set()  # the claims `rescore` added for their meaning alone
 
     def rescore(self, found: list[Candidate]) -> list[Candidate]:
         """Add meaning to the relevance of the first `FUSED` candidates (and those tied with
         the last): `SOURCE_MEAN_WEIGHT` x the similarity of their source's vector,
         `SOURCE_BEST_WEIGHT` x that of its most similar claim in context, `CLAIM_WEIGHT` x
-        that of their own statement."""
+        that of their own statement.
+
+        Then the claims of the first `ANSWERING_SOURCES` sources of that order that are not
+        candidates (they hold too few of the question's words), up to `SOURCE_EXTRA` of
+        each, join them: a source that answers may say it in other words than the question's.
+        Each gets the words' relevance of its source's least relevant candidate and the
+        same three similarities; it ranks no higher than an extracted claim."""
         ranked = sorted(found, key=lambda c: (c.tier, -round(c.score, 9)))
         if len(ranked) > FUSED:
             edge = (ranked[FUSED - 1].tier, round(ranked[FUSED - 1].score, 9))
@@ -178,13 +195,54 @@ class Fused:
         best = self._best_by_source(ranked, sources)
         mean = self._source_similarities(sources)
         says = self.similarities(c.rowid for c in ranked)
+        words: dict[str, float] = {}  # source -> its least relevant candidate's words' relevance
+        tiers: dict[str, int] = {}  # source -> its candidates' last tier
         for c in ranked:
+            words[c.source_id] = min(words.get(c.source_id, c.score), c.score)
+            tiers[c.source_id] = max(tiers.get(c.source_id, EXTRACTED), c.tier)
             c.score += (
                 SOURCE_MEAN_WEIGHT * mean[c.source_id]
                 + SOURCE_BEST_WEIGHT * best[c.source_id]
                 + CLAIM_WEIGHT * says[c.rowid]
             )
-        return found
+        return found + self._answering(ranked, {c.rowid for c in found}, words, tiers, mean, best)
+
+    def _answering(
+        self,
+        ranked: list[Candidate],
+        found: set[int],
+        words: dict[str, float],
+        tiers: dict[str, int],
+        mean: dict[str, float],
+        best: dict[str, float],
+    ) -> list[Candidate]:
+        """The claims `rescore` adds (see there) to the rescored `ranked` candidates."""
+        first: dict[str, float] = {}
+        for c in sorted(ranked, key=lambda c: (c.tier, -round(c.score, 9))):
+            if len(first) == ANSWERING_SOURCES:
+                break
+            first.setdefault(c.source_id, c.score)
+        extra: dict[int, str] = {}
+        for source_id in first:
+            others = [r for r in self._whole.get(source_id, []) if r not in found]
+            others.sort(key=lambda r: (-self._about[r], r))
+            extra.update((r, source_id) for r in others[:SOURCE_EXTRA])
+        says = self.similarities(extra)
+        self.added = set(extra)
+        return [
+            Candidate(
+                "",
+                source_id,
+                words[source_id]
+                + SOURCE_MEAN_WEIGHT * mean[source_id]
+                + SOURCE_BEST_WEIGHT * best[source_id]
+                + CLAIM_WEIGHT * says[rowid],
+                None,
+                rowid,
+                tiers[source_id],
+            )
+            for rowid, source_id in extra.items()
+        ]
 
     def similarities(self, rowids: Iterable[int]) -> dict[int, float]:
         """rowid -> the similarity of the claim's statement alone with the question (what the
@@ -240,6 +298,7 @@ class Fused:
             ).fetchall()
             budget -= len(rows)
             self._similar(rows, self._about)
+            self._whole[source_id] = [r for r, _, _ in rows]
             best[source_id] = max(self._about[r] for r, _, _ in rows)
         about = self._in_context(c.rowid for c in ranked if c.source_id not in best)
         for c in ranked:
