@@ -539,6 +539,43 @@ def test_a_question_of_three_words_is_answered_by_the_lines_holding_all_three(
     assert two in cited("rotate keys nightly")
 
 
+def test_every_source_answers_only_covering_ones_are_judged(
+    tmp_path: Path, _workspace_template: Path
+) -> None:
+    """With `every_source` (stored vectors rank, ADR 0044), a source among the best by BM25
+    that holds too little of the question's weight (here "card" alone, in every source) has
+    its claims ranked too, not judged; without it, it may not answer. (No line holds all
+    three words, which would leave only such lines to answer.)"""
+    ws = tmp_path / "ws"
+    shutil.copytree(_workspace_template, ws, symlinks=True)
+    write(ws, "docs/a.md", "# Refunds\n\nRefunds are paid back within a week.\n")
+    write(ws, "docs/b.md", "# Reader\n\nThe card reader is broken.\n")
+    write(ws, "docs/c.md", "# Wallet\n\nKeep the card in the wallet.\n")
+    write(ws, "docs/d.md", "# Shop\n\nThe shop takes a card.\n")
+    _ingest(ws)
+    path, generation = _current_index(ws)
+    with index_file.open_index(path, generation) as conn:
+        paths = dict(conn.execute("SELECT source_id, source_path FROM docs WHERE kind = 'source'"))
+        terms = parse_query("refunds paid card")
+
+        def found(every_source: bool) -> dict[str, set[bool]]:
+            out: dict[str, set[bool]] = {}
+            for c in ranking.candidates(conn, terms, word_gaps=False, every_source=every_source):
+                out.setdefault(paths[c.source_id], set()).add(c.judged)
+            return out
+
+        assert found(False) == {"docs/a.md": {True}}
+        assert found(True) == {
+            "docs/a.md": {True},
+            "docs/b.md": {False},
+            "docs/c.md": {False},
+            "docs/d.md": {False},
+        }
+        # No source holds enough of the question: nothing answers, either way.
+        unknown = parse_query("card zebra quokka")
+        assert ranking.candidates(conn, unknown, word_gaps=False, every_source=True) == []
+
+
 def test_claims_read_back_from_the_ledger_are_written_in_text_order(patched: Path) -> None:
     """`index_rows` writes a source's claim rows in text order, as the workers wrote them,
     whatever order the ledger gives its claim states in (here reversed): the ranking reads

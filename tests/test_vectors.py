@@ -166,9 +166,10 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
     # The first two sources' other claims join, with their source's least relevance by
     # words: "The ledger keeps every refund for ten years." holds one of the four words.
     added = rescored[len(found) :]
-    assert {c.rowid for c in added} == fused.added and not fused.added & set(plain)
+    assert added and not any(c.judged for c in added)
+    assert not {c.rowid for c in added} & set(plain)
     ledger = next(r for r, _, _, t in claims if t.startswith("The ledger keeps"))
-    assert ledger in fused.added
+    assert ledger in {c.rowid for c in added}
     order = [c.source_id for c in sorted(found, key=lambda c: (c.tier, -c.score))]
     assert {c.source_id for c in added} <= set(list(dict.fromkeys(order))[:2])
     for c in added:

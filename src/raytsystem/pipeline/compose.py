@@ -130,11 +130,13 @@ def compose_answer(
     *,
     word_gaps: bool = True,
     rescore: Callable[[list[Candidate]], list[Candidate]] | None = None,
+    every_source: bool = False,
 ) -> list[Candidate]:
     """The claims an answer cites, in order, each with its merged near-duplicates, with what
     the index says each one states (`df`, `word_gaps`: as `ranking.candidates` takes them;
-    `rescore`: what changes their relevance before the cliff, `meaning.Fused.rescore`)."""
-    found = candidates(conn, query_terms, df, word_gaps=word_gaps)
+    `rescore`: what changes their relevance before the cliff, `meaning.Fused.rescore`;
+    `every_source`: as `ranking.candidates` takes it)."""
+    found = candidates(conn, query_terms, df, word_gaps=word_gaps, every_source=every_source)
     found = above_cliff(rescore(found) if rescore and found else found)
     chosen = select(ordered(conn, found, 4 * limit), limit, per_source)
     read_statements(conn, [m for c in chosen for m in (c, *c.merged)])

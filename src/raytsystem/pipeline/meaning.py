@@ -138,10 +138,11 @@ class Meaning:
         self, chosen: list[Candidate], fused: Fused
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """The citations ranked with the stored vectors (`Fused`), or none when none of the
-        first `JUDGED` the words found is alike in meaning to the question; with the
-        judgement. A claim `Fused` added for its meaning alone is never judged: a question
-        whose words meet nowhere in what it asks is a gap whatever a source's other lines say."""
-        judged = [c.rowid for c in chosen if c.rowid not in fused.added][:JUDGED]
+        first `JUDGED` that are `judged` is alike in meaning to the question; with the
+        judgement. A claim of a source that holds too little of the question, or one `Fused`
+        added for its meaning alone, is never judged: a question whose words meet nowhere in
+        what it asks is a gap whatever such lines say."""
+        judged = [c.rowid for c in chosen if c.judged][:JUDGED]
         if not judged:
             return [], self.report(None)
         best = max(fused.similarities(judged).values())
@@ -172,7 +173,6 @@ class Fused:
         self._about: dict[int, float] = {}  # claim rowid -> similarity in context
         self._says: dict[int, float] = {}  # claim rowid -> similarity of the statement alone
         self._whole: dict[str, list[int]] = {}  # source -> its claim rowids, when all were read
-        self.added: set[int] = set()  # the claims `rescore` added for their meaning alone
 
     def rescore(self, found: list[Candidate]) -> list[Candidate]:
         """Add meaning to the relevance of the first `FUSED` candidates (and those tied with
@@ -228,7 +228,6 @@ class Fused:
             others.sort(key=lambda r: (-self._about[r], r))
             extra.update((r, source_id) for r in others[:SOURCE_EXTRA])
         says = self.similarities(extra)
-        self.added = set(extra)
         return [
             Candidate(
                 "",
@@ -240,6 +239,7 @@ class Fused:
                 None,
                 rowid,
                 tiers[source_id],
+                judged=False,
             )
             for rowid, source_id in extra.items()
         ]

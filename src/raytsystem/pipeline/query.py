@@ -373,7 +373,14 @@ def _by_meaning(
         fused = Fused(meaning, store, conn, text)
         wanted = max(limit, JUDGED)  # the same ones judged at every limit
         found = compose_answer(
-            conn, query_terms, wanted, per_source, found_in, word_gaps=False, rescore=fused.rescore
+            conn,
+            query_terms,
+            wanted,
+            per_source,
+            found_in,
+            word_gaps=False,
+            rescore=fused.rescore,
+            every_source=True,
         )
         chosen, judged = meaning.judge_ranked(found, fused)
     finally:

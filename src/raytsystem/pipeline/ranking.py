@@ -8,7 +8,8 @@
    that to be measurable (`words_meet`). A named model's meaning gap replaces both (ADR 0043).
 1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
    headings and path; a source may answer only if it holds `required_coverage` of the
-   question's IDF weight.
+   question's IDF weight (when stored vectors rank, ADR 0044, every one of them may, and the
+   claims of those short of the coverage are not `judged` by the meaning gap).
 2. Then the claims of those sources only, each holding a searched term: a claim must itself
    (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
    (two) of the question's terms, the one term of a one-term question; in a question of three
@@ -113,6 +114,11 @@ class Candidate:
     record_status: str = ""
     # Near-duplicates of this claim in other sources, cited with it (`compose.select`).
     merged: list[Candidate] = field(default_factory=list)
+    # Whether the meaning gap reads it (ADR 0044): False for a claim of a source that holds
+    # too little of the question (`candidates(every_source=True)`) or that meaning alone
+    # brought in (`meaning.Fused`): it may be cited, it never decides that a question is
+    # answered.
+    judged: bool = True
 
 
 def required_coverage(n_terms: int) -> float:
@@ -223,9 +229,12 @@ def candidates(
     df: Mapping[str, int] | None = None,
     *,
     word_gaps: bool = True,
+    every_source: bool = False,
 ) -> list[Candidate]:
     """The claims that may answer, with their relevance (the module's docstring); none for a
-    word gap (0., with `word_gaps`). `df`: each term's sources, when read already."""
+    word gap (0., with `word_gaps`). `df`: each term's sources, when read already.
+    `every_source` (ranking by stored vectors, ADR 0044): the best sources that hold less
+    than `required_coverage` of the question answer too, their claims not `judged`."""
     df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
     total = _source_count(conn)
     if word_gaps and mostly_unmatched(query_terms, df, total):
@@ -245,6 +254,9 @@ def candidates(
     passing = _passing_sources(conn, best, query_terms, searched, df, total)
     if not passing:
         return []
+    covering = {source_id for _, source_id, _ in passing}
+    if every_source:
+        passing = [(r, source_id, -score) for r, score, source_id in best]
     source_score = {source_id: score for _, source_id, score in passing}
     # Each passing source's block, with the authority of its claims: one per source, since a
     # source's claims are all extracted or, in a manual note, all manual (the rows the ledger
@@ -285,7 +297,9 @@ def candidates(
         # A claim holding one term of the question ranks as an extracted one, whatever its
         # authority: a note's passing mention does not go before another source's answer.
         tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority, OTHER)
-        out.append(Candidate("", source_id, relevance, None, rowid, tier))
+        out.append(
+            Candidate("", source_id, relevance, None, rowid, tier, judged=source_id in covering)
+        )
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
@@ -390,7 +404,8 @@ def records_tiers(
         best = min(found, key=lambda c: (c.tier, -c.score))
         tier = best.tier if status in RETIRED else min(best.tier, EXTRACTED)
         added += [
-            Candidate("", source_id, best.score + OUTCOME_LEAD, None, r, tier) for r in missing
+            Candidate("", source_id, best.score + OUTCOME_LEAD, None, r, tier, judged=best.judged)
+            for r in missing
         ]
     return added
 
