@@ -24,7 +24,7 @@ Metrics (means over the cases that define the expectation; off-topic cases count
 their gap rate):
 - recall@k: share of expected paths (or claims) among the first k distinct sources;
 - hit@k: whether any expected path is among them (the share of cases that find a relevant
-  source; it equals recall@k for a case with one expected path);
+  source; it equals recall@k for a case with one expected path; ADR 0045: both readings);
 - MRR@k: 1 / rank of the first expected path among them (0 when none in the first k);
 - top-1: the first ranked source (or claim) is expected;
 - evidence recall@e (e = `evidence_k`): share of a case's evidence units met by the first e
