@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raytsystem.errors import IntegrityError
-from raytsystem.pipeline import claim_scoring, ranking
+from raytsystem.pipeline import claim_scoring, ranking, source_choice
 from raytsystem.pipeline.query import parse_query
 from raytsystem.storage import index_file
 
@@ -349,7 +349,7 @@ def test_a_rebuilt_index_chooses_the_same_claims(patched: Path, tmp_path: Path) 
 def test_best_sources_break_ties_by_source_id(
     conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
-    monkeypatch.setattr(ranking, "SOURCE_CANDIDATES", limit)
+    monkeypatch.setattr(source_choice, "SOURCE_CANDIDATES", limit)
     for question in QUESTIONS:
         expression = claim_scoring.match_expression(parse_query(question))
         everything = conn.execute(
@@ -358,7 +358,7 @@ def test_best_sources_break_ties_by_source_id(
             (*claim_scoring.WEIGHTS, expression),
         ).fetchall()
         expected = sorted(everything, key=lambda x: (x[1], x[2]))[:limit]
-        assert ranking._best_sources(conn, expression) == expected, question
+        assert source_choice.best_sources(conn, expression) == expected, question
 
 
 @settings(max_examples=200)

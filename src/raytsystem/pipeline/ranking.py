@@ -6,9 +6,9 @@
    meet in the knowledge base's claims more often than chance would have it (a G statistic
    of at least 3.84 over the claims' rows, p = 0.05) or the knowledge base is too small for
    that to be measurable (`words_meet`). A named model's meaning gap replaces both (ADR 0043).
-1. Sources first: the `SOURCE_CANDIDATES` best sources by FTS5's BM25 over all their text,
-   headings and path; a source may answer only if it holds `required_coverage` of the
-   question's IDF weight (when stored vectors rank, ADR 0044, every one of them may, and the
+1. Sources first (`source_choice`): the `SOURCE_CANDIDATES` best sources by FTS5's BM25
+   over all their text, headings and path; a source may answer only if it holds
+   `required_coverage` of the question's IDF weight (when stored vectors rank, ADR 0044, every one of them may, and the
    claims of those short of the coverage are not `judged` by the meaning gap).
 2. Then the claims of those sources only, each holding a searched term: a claim must itself
    (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
@@ -45,17 +45,14 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
-import math
 import sqlite3
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..errors import IntegrityError
 from ..model.records import IN_FORCE, RECORD, RETIRED
 from .claim_scoring import (
-    WEIGHTS,
     ClaimScorer,
     claim_filter,
     claims_in,
@@ -66,8 +63,8 @@ from .claim_scoring import (
     vocabulary,
 )
 from .meeting import mostly_unmatched, words_meet
+from .source_choice import best_sources, passing_sources, source_count
 
-SOURCE_CANDIDATES: Final = 200
 # A term in more than this share of the sources is not searched for when rarer ones are there
 # (0.2 lost 1.3 points of SciFact recall@10, 0.35 lost 0.2 and saves a third of the latency).
 COMMON_SHARE: Final = 0.35
@@ -121,108 +118,6 @@ class Candidate:
     judged: bool = True
 
 
-def required_coverage(n_terms: int) -> float:
-    """The share of the question's IDF weight a source must contain to answer it at all.
-
-    All of a one-term question; less of a longer one, whose extra words are often incidental:
-    1/n + 5% (2 terms: 55%, so the rarer one; 3 terms: 38%; 5 terms: 25%; 10 terms: 15%).
-    Measured on SciFact (ops/decisions/0012), this keeps recall while a question about
-    something the knowledge base does not hold still gets a gap.
-    """
-    return min(1.0, 1.0 / n_terms + 0.05)
-
-
-def _source_idf(df: Mapping[str, int], total: int) -> dict[str, float]:
-    """BM25-style IDF of each term over sources.
-
-    A term no source contains counts as if one did: rare, but not infinitely heavy, so one
-    unknown word in a long question does not drown the words the knowledge base does know.
-    """
-    freq = {t: max(1, n) for t, n in df.items()}
-    return {t: math.log(1 + (total - freq[t] + 0.5) / (freq[t] + 0.5)) for t in freq}
-
-
-def _source_count(conn: sqlite3.Connection) -> int:
-    """The N of source IDF, recorded by the writer (every index of this format has it)."""
-    (value,) = conn.execute("SELECT value FROM meta WHERE key = 'source_count'").fetchone()
-    return int(value)
-
-
-def _best_sources(conn: sqlite3.Connection, expression: str) -> list[tuple[int, float, str]]:
-    """(rowid, BM25, source ID) of the best `SOURCE_CANDIDATES` sources, ties broken by source ID.
-
-    Only rowids and scores are sorted (joining every match with `docs` first costs more than
-    the search); the source IDs of the few kept are read after, and settle ties at the cutoff.
-    """
-    limit = SOURCE_CANDIDATES
-    found = conn.execute(
-        "SELECT rowid, bm25(sources_fts, ?, ?, ?) AS score FROM sources_fts "
-        "WHERE sources_fts MATCH ? ORDER BY score LIMIT ?",
-        (*WEIGHTS, expression, 2 * limit),
-    ).fetchall()
-    if len(found) <= limit:
-        kept = found
-    elif found[-1][1] == found[limit - 1][1]:  # even the extra rows tie: sort every match
-        return conn.execute(
-            "SELECT f.rowid, bm25(sources_fts, ?, ?, ?) AS score, d.source_id FROM sources_fts f "
-            "CROSS JOIN docs d ON d.rowid = f.rowid "
-            "WHERE sources_fts MATCH ? ORDER BY score, d.source_id LIMIT ?",
-            (*WEIGHTS, expression, limit),
-        ).fetchall()
-    else:
-        kept = [r for r in found if r[1] <= found[limit - 1][1]]
-    ids = dict(
-        conn.execute(
-            f"SELECT rowid, source_id FROM docs WHERE rowid IN ({rowid_list(r for r, _ in kept)})"
-        )
-    )
-    return sorted(((r, score, ids[r]) for r, score in kept), key=lambda x: (x[1], x[2]))[:limit]
-
-
-def _containing(conn: sqlite3.Connection, term: str, frequency: int, among: set[int]) -> set[int]:
-    """Which of the `among` sources hold the term (`frequency`: how many sources do).
-
-    Reading the term's whole list of sources is cheaper than looking each source up in it
-    unless the term is in many more sources than are asked about.
-    """
-    expression = match_expression([term])
-    if frequency <= 50 * len(among):
-        rows = conn.execute(
-            "SELECT rowid FROM sources_fts WHERE sources_fts MATCH ?", (expression,)
-        )
-    else:
-        rows = conn.execute(
-            f"SELECT rowid FROM sources_fts WHERE sources_fts MATCH ? AND rowid IN ({rowid_list(among)})",
-            (expression,),
-        )
-    return among.intersection(itertools.chain.from_iterable(rows))
-
-
-def _passing_sources(
-    conn: sqlite3.Connection,
-    best: list[tuple[int, float, str]],
-    query_terms: list[str],
-    searched: list[str],
-    df: Mapping[str, int],
-    total: int,
-) -> list[tuple[int, str, float]]:
-    """(rowid, source ID, BM25 as a positive score) of the `best` sources that hold
-    `required_coverage` of the question's IDF weight (over `total` sources), in `best`'s
-    order. `df` may hold other terms than the question's: only the question's count."""
-    idf = _source_idf({t: df[t] for t in query_terms}, total)
-    weight = sum(idf.values()) or 1.0
-    covered = dict.fromkeys((r for r, _, _ in best), 0.0)
-    for term in query_terms:
-        if searched == [term]:  # the sources found for the one term searched all hold it
-            holding: Iterable[int] = list(covered)
-        else:
-            holding = _containing(conn, term, df[term], set(covered))
-        for r in holding:
-            covered[r] += idf[term]
-    need = required_coverage(len(query_terms))
-    return [(r, source_id, -score) for r, score, source_id in best if covered[r] / weight >= need]
-
-
 def candidates(
     conn: sqlite3.Connection,
     query_terms: list[str],
@@ -236,7 +131,7 @@ def candidates(
     `every_source` (ranking by stored vectors, ADR 0044): the best sources that hold less
     than `required_coverage` of the question answer too, their claims not `judged`."""
     df = vocabulary(conn, "sources_fts", query_terms) if df is None else df
-    total = _source_count(conn)
+    total = source_count(conn)
     if word_gaps and mostly_unmatched(query_terms, df, total):
         return []
     totals = fts_totals(conn, "claims_fts")
@@ -250,24 +145,15 @@ def candidates(
     searched = [t for t in query_terms if df[t] <= common] or query_terms
     expression = match_expression(searched)
 
-    best = _best_sources(conn, expression)
-    passing = _passing_sources(conn, best, query_terms, searched, df, total)
+    best = best_sources(conn, expression)
+    passing = passing_sources(conn, best, query_terms, searched, df, total)
     if not passing:
         return []
     covering = {source_id for _, source_id, _ in passing}
     if every_source:
         passing = [(r, source_id, -score) for r, score, source_id in best]
     source_score = {source_id: score for _, source_id, score in passing}
-    # Each passing source's block, with the authority of its claims: one per source, since a
-    # source's claims are all extracted or, in a manual note, all manual (the rows the ledger
-    # derives are so, and `verify` compares an index's rows with them).
-    # The source's own row says whether it is a decision record, and its status.
-    blocks = conn.execute(
-        "SELECT b.low, b.high, b.source_id, (SELECT d.authority FROM docs d "
-        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1), s.role, "
-        "s.record_status FROM blocks b CROSS JOIN docs s ON s.rowid = b.source_rowid "
-        f"WHERE b.source_rowid IN ({rowid_list(r for r, _, _ in passing)}) ORDER BY b.low"
-    ).fetchall()
+    blocks = _blocks(conn, [r for r, _, _ in passing])
     spans = [(low, high) for low, high, *_ in blocks]
 
     scorer = ClaimScorer(conn, searched, held, totals)
@@ -296,7 +182,7 @@ def candidates(
         # The claim's ID and terms are read by `ordered`, for the few claims it gets to.
         # A claim holding one term of the question ranks as an extracted one, whatever its
         # authority: a note's passing mention does not go before another source's answer.
-        tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority, OTHER)
+        tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority or "", OTHER)
         out.append(
             Candidate("", source_id, relevance, None, rowid, tier, judged=source_id in covering)
         )
@@ -305,6 +191,23 @@ def candidates(
     if in_records:
         out += records_tiers(conn, in_records, blocks, one_term)
     return out
+
+
+Block = tuple[int, int, str, str | None, str, str]
+
+
+def _blocks(conn: sqlite3.Connection, source_rowids: list[int]) -> list[Block]:
+    """The block of each source (by its own row's rowid), in rowid order: (low, high, source
+    ID, the authority of its claims, its role, its record status). One authority per source,
+    since a source's claims are all extracted or, in a manual note, all manual (the rows the
+    ledger derives are so, and `verify` compares an index's rows with them); the source's own
+    row says whether it is a decision record, and its status."""
+    return conn.execute(
+        "SELECT b.low, b.high, b.source_id, (SELECT d.authority FROM docs d "
+        "WHERE d.rowid BETWEEN b.low AND b.high AND d.kind = 'claim' LIMIT 1), s.role, "
+        "s.record_status FROM blocks b CROSS JOIN docs s ON s.rowid = b.source_rowid "
+        f"WHERE b.source_rowid IN ({rowid_list(source_rowids)}) ORDER BY b.low"
+    ).fetchall()
 
 
 def complete_matches(
@@ -363,7 +266,7 @@ def one_term_claims(
 def records_tiers(
     conn: sqlite3.Connection,
     in_records: dict[int, list[Candidate]],
-    blocks: list[tuple[int, int, str, str | None, str, str]],
+    blocks: list[Block],
     one_term: Container[int],
 ) -> list[Candidate]:
     """Tier the candidates of decision records (`in_records`: block -> its candidates) and
