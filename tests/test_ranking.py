@@ -552,24 +552,29 @@ def test_every_source_answers_only_covering_ones_are_judged(
     write(ws, "docs/b.md", "# Reader\n\nThe card reader is broken.\n")
     write(ws, "docs/c.md", "# Wallet\n\nKeep the card in the wallet.\n")
     write(ws, "docs/d.md", "# Shop\n\nThe shop takes a card.\n")
+    write(ws, "knowledge/manual/cards.md", "# Cards\n\nA card expires after five years.\n")
     _ingest(ws)
     path, generation = _current_index(ws)
     with index_file.open_index(path, generation) as conn:
         paths = dict(conn.execute("SELECT source_id, source_path FROM docs WHERE kind = 'source'"))
         terms = parse_query("refunds paid card")
 
-        def found(every_source: bool) -> dict[str, set[bool]]:
-            out: dict[str, set[bool]] = {}
+        def found(every_source: bool) -> dict[str, set[tuple[bool, int]]]:
+            out: dict[str, set[tuple[bool, int]]] = {}
             for c in ranking.candidates(conn, terms, word_gaps=False, every_source=every_source):
-                out.setdefault(paths[c.source_id], set()).add(c.judged)
+                out.setdefault(paths[c.source_id], set()).add((c.judged, c.tier))
             return out
 
-        assert found(False) == {"docs/a.md": {True}}
+        extracted = ranking.EXTRACTED
+        assert found(False) == {"docs/a.md": {(True, extracted)}}
+        # The manual note short of the coverage ranks as an extracted claim: a passing
+        # mention does not go before another source's answer.
         assert found(True) == {
-            "docs/a.md": {True},
-            "docs/b.md": {False},
-            "docs/c.md": {False},
-            "docs/d.md": {False},
+            "docs/a.md": {(True, extracted)},
+            "docs/b.md": {(False, extracted)},
+            "docs/c.md": {(False, extracted)},
+            "docs/d.md": {(False, extracted)},
+            "knowledge/manual/cards.md": {(False, extracted)},
         }
         # No source holds enough of the question: nothing answers, either way.
         unknown = parse_query("card zebra quokka")

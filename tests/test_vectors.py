@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from raytsystem.model.scripts import declared_languages, reads, scripts_read
 from raytsystem.pipeline.encoding import in_context
 from raytsystem.pipeline.meaning import (
     CLAIM_WEIGHT,
+    JUDGED,
     SOURCE_BEST_WEIGHT,
     SOURCE_MEAN_WEIGHT,
     Fused,
@@ -180,6 +182,13 @@ def test_the_rescoring_adds_the_documented_similarities(workspace: Path, tmp_pat
     # at the lowest bar.
     assert meaning.judge_ranked(added, fused)[0] == []
     assert meaning.judge_ranked(rescored, fused)[0] == rescored
+    # Only the first 10 citations are judged, whatever the limit: a claim the words found at
+    # the 11th place does not answer a question; one merged into a citation is judged.
+    words = next(c for c in found if c.judged)
+    unjudged = [replace(added[0], merged=[]) for _ in range(JUDGED)]
+    assert meaning.judge_ranked([*unjudged, words], fused)[0] == []
+    carrying = [replace(added[0], merged=[words]), *unjudged]
+    assert meaning.judge_ranked(carrying, fused)[0] == carrying
 
 
 @pytest.mark.parametrize(

@@ -138,11 +138,11 @@ class Meaning:
         self, chosen: list[Candidate], fused: Fused
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """The citations ranked with the stored vectors (`Fused`), or none when none of the
-        first `JUDGED` that are `judged` is alike in meaning to the question; with the
-        judgement. A claim of a source that holds too little of the question, or one `Fused`
+        first `JUDGED` (whatever the limit) that are `judged`, or carry a `judged`
+        near-duplicate, is alike in meaning to the question; with the judgement. A claim of a source that holds too little of the question, or one `Fused`
         added for its meaning alone, is never judged: a question whose words meet nowhere in
         what it asks is a gap whatever such lines say."""
-        judged = [c.rowid for c in chosen if c.judged][:JUDGED]
+        judged = [m.rowid for c in chosen[:JUDGED] for m in (c, *c.merged) if m.judged]
         if not judged:
             return [], self.report(None)
         best = max(fused.similarities(judged).values())
@@ -156,6 +156,12 @@ class Meaning:
         """What an answer's JSON says of the judgement (`similarity` None: nothing to judge)."""
         rounded = None if similarity is None else round(similarity, 4)
         return {"model": self.folder.name, "similarity": rounded} | self.settings()
+
+
+def _rank_key(c: Candidate) -> tuple[int, float, str]:
+    """The order `Fused` reads candidates and their sources in: tier, relevance, then the
+    source's ID (never the rowid, which a rebuilt index may give otherwise)."""
+    return (c.tier, -round(c.score, 9), c.source_id)
 
 
 class Fused:
@@ -180,12 +186,13 @@ class Fused:
         `SOURCE_BEST_WEIGHT` x that of its most similar claim in context, `CLAIM_WEIGHT` x
         that of their own statement.
 
-        Then the claims of the first `ANSWERING_SOURCES` sources of that order that are not
-        candidates (they hold too few of the question's words), up to `SOURCE_EXTRA` of
-        each, join them: a source that answers may say it in other words than the question's.
-        Each gets the words' relevance of its source's least relevant candidate and the
-        same three similarities; it ranks no higher than an extracted claim."""
-        ranked = sorted(found, key=lambda c: (c.tier, -round(c.score, 9)))
+        Then the claims of the first `ANSWERING_SOURCES` sources of that order (those read
+        whole, within `SOURCE_CLAIMS`) that are not candidates (they hold too few of the
+        question's words), up to `SOURCE_EXTRA` of each, join them, not `judged`: a source
+        that answers may say it in other words than the question's. Each gets the words'
+        relevance of its source's least relevant candidate and the same three similarities;
+        it ranks no higher than an extracted claim."""
+        ranked = sorted(found, key=_rank_key)
         if len(ranked) > FUSED:
             edge = (ranked[FUSED - 1].tier, round(ranked[FUSED - 1].score, 9))
             ranked = [
@@ -218,7 +225,7 @@ class Fused:
     ) -> list[Candidate]:
         """The claims `rescore` adds (see there) to the rescored `ranked` candidates."""
         first: dict[str, float] = {}
-        for c in sorted(ranked, key=lambda c: (c.tier, -round(c.score, 9))):
+        for c in sorted(ranked, key=_rank_key):
             if len(first) == ANSWERING_SOURCES:
                 break
             first.setdefault(c.source_id, c.score)

@@ -8,8 +8,9 @@
    that to be measurable (`words_meet`). A named model's meaning gap replaces both (ADR 0043).
 1. Sources first (`source_choice`): the `SOURCE_CANDIDATES` best sources by FTS5's BM25
    over all their text, headings and path; a source may answer only if it holds
-   `required_coverage` of the question's IDF weight (when stored vectors rank, ADR 0044, every one of them may, and the
-   claims of those short of the coverage are not `judged` by the meaning gap).
+   `required_coverage` of the question's IDF weight (when stored vectors rank, ADR 0044,
+   every one of them may, and the claims of those short of the coverage rank as extracted
+   claims and are not `judged` by the meaning gap).
 2. Then the claims of those sources only, each holding a searched term: a claim must itself
    (statement, heading path, file path: the sentence with its context) hold `CLAIM_TERMS`
    (two) of the question's terms, the one term of a one-term question; in a question of three
@@ -180,12 +181,13 @@ def candidates(
         _, _, source_id, authority, role, _ = blocks[block]
         relevance = SOURCE_WEIGHT * source_score[source_id] / best_source + score / best_claim
         # The claim's ID and terms are read by `ordered`, for the few claims it gets to.
-        # A claim holding one term of the question ranks as an extracted one, whatever its
-        # authority: a note's passing mention does not go before another source's answer.
-        tier = EXTRACTED if rowid in one_term else AUTHORITY_RANK.get(authority or "", OTHER)
-        out.append(
-            Candidate("", source_id, relevance, None, rowid, tier, judged=source_id in covering)
-        )
+        # A claim holding one term of the question, or of a source short of the coverage,
+        # ranks as an extracted one, whatever its authority: a note's passing mention does
+        # not go before another source's answer.
+        judged = source_id in covering
+        mention = rowid in one_term or not judged
+        tier = EXTRACTED if mention else AUTHORITY_RANK.get(authority or "", OTHER)
+        out.append(Candidate("", source_id, relevance, None, rowid, tier, judged=judged))
         if role == RECORD:
             in_records.setdefault(block, []).append(out[-1])
     if in_records:
@@ -271,8 +273,9 @@ def records_tiers(
 ) -> list[Candidate]:
     """Tier the candidates of decision records (`in_records`: block -> its candidates) and
     return the outcome claims brought in for them (see the module's docstring, 4). A decision
-    that holds one term of the question (`one_term`: such claims' rowids) is not promoted: it
-    ranks as the extracted claim it is, as any other passing mention does.
+    that holds one term of the question (`one_term`: such claims' rowids), or of a record
+    short of the coverage (not `judged`), is not promoted: it ranks as the extracted claim it
+    is, as any other passing mention does.
 
     Reads the roles of these candidates and, per record, up to `OUTCOME_CLAIMS` + 1 decision
     claims of its block: the cost follows the records among the passing sources."""
@@ -289,7 +292,10 @@ def records_tiers(
             if status in RETIRED:
                 c.tier = RETIRED_TIER
             elif (
-                roles.get(c.rowid) == "decision" and status in IN_FORCE and c.rowid not in one_term
+                roles.get(c.rowid) == "decision"
+                and status in IN_FORCE
+                and c.rowid not in one_term
+                and c.judged
             ):
                 c.tier = AUTHORITY_RANK["manual"]
         outcome = [
