@@ -87,7 +87,10 @@ def test_a_child_let_go_unread_is_ended_and_reaped(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
 
     def slow() -> int:
-        marker.write_text(str(os.getpid()))
+        # Written whole, then renamed: the parent never reads a marker still being written.
+        written = tmp_path / "pid.tmp"
+        written.write_text(str(os.getpid()))
+        os.replace(written, marker)
         time.sleep(60)
         return 1
 
