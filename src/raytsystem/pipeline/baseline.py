@@ -18,7 +18,6 @@ Nothing here is raytsystem's own analysis or ranking: it is the yardstick.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import unicodedata
@@ -29,6 +28,7 @@ from ..model.terms import STOPWORDS
 from ..storage import chains
 from ..storage.blobs import BlobStore
 from ..storage.reader import Reader
+from .encoding import heading_names
 
 _WORD: Final = re.compile(r"[^\W_]+")
 ENGLISH_STOPWORDS: Final = frozenset(w for w in STOPWORDS if w.isascii())
@@ -120,6 +120,4 @@ def build_baseline(conn: sqlite3.Connection, reader: Reader, blobs: BlobStore) -
         "SELECT source_path, heading_path, text FROM docs WHERE kind = 'claim' "
         "AND status = 'confirmed' ORDER BY source_path, object_id"
     ).fetchall()
-    return Baseline(
-        sources, [(p, " / ".join(json.loads(h)) if h else "", t) for p, h, t in sentences]
-    )
+    return Baseline(sources, [(p, heading_names(h), t) for p, h, t in sentences])

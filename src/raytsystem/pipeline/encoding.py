@@ -72,15 +72,21 @@ def claim_texts(conn: sqlite3.Connection) -> dict[bytes, str]:
     }
 
 
-def in_context(heading_path: str, statement: str) -> str:
-    """A claim's statement after its headings (`heading_path`: the index's JSON array),
-    "Payments / Refunds: Refunds are paid ..."; the statement alone when it has none."""
+def heading_names(heading_path: str) -> str:
+    """A claim's headings (`heading_path`: the index's JSON array) joined as one line,
+    "Payments / Refunds"; "" when it has none."""
     try:
         headings = json.loads(heading_path) if heading_path else []
     except ValueError:
         headings = [heading_path]
-    names = [h.strip() for h in headings if isinstance(h, str) and h.strip()]
-    return f"{' / '.join(names)}: {statement}" if names else statement
+    return " / ".join(h.strip() for h in headings if isinstance(h, str) and h.strip())
+
+
+def in_context(heading_path: str, statement: str) -> str:
+    """A claim's statement after its headings (`heading_names`), "Payments / Refunds:
+    Refunds are paid ..."; the statement alone when it has none."""
+    names = heading_names(heading_path)
+    return f"{names}: {statement}" if names else statement
 
 
 def _encode_sources(conn: sqlite3.Connection, store: VectorStore, encoder: SentenceEncoder) -> None:

@@ -139,9 +139,10 @@ class Meaning:
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """The citations ranked with the stored vectors (`Fused`), or none when none of the
         first `JUDGED` (whatever the limit) that are `judged`, or carry a `judged`
-        near-duplicate, is alike in meaning to the question; with the judgement. A claim of a source that holds too little of the question, or one `Fused`
-        added for its meaning alone, is never judged: a question whose words meet nowhere in
-        what it asks is a gap whatever such lines say."""
+        near-duplicate, is alike in meaning to the question; with the judgement. A claim of a
+        source that holds too little of the question, or one `Fused` added for its meaning
+        alone, is never judged: a question whose words meet nowhere in what it asks is a gap
+        whatever such lines say."""
         judged = [m.rowid for c in chosen[:JUDGED] for m in (c, *c.merged) if m.judged]
         if not judged:
             return [], self.report(None)
@@ -224,13 +225,9 @@ class Fused:
         best: dict[str, float],
     ) -> list[Candidate]:
         """The claims `rescore` adds (see there) to the rescored `ranked` candidates."""
-        first: dict[str, float] = {}
-        for c in sorted(ranked, key=_rank_key):
-            if len(first) == ANSWERING_SOURCES:
-                break
-            first.setdefault(c.source_id, c.score)
+        order = dict.fromkeys(c.source_id for c in sorted(ranked, key=_rank_key))
         extra: dict[int, str] = {}
-        for source_id in first:
+        for source_id in list(order)[:ANSWERING_SOURCES]:
             others = [r for r in self._whole.get(source_id, []) if r not in found]
             others.sort(key=lambda r: (-self._about[r], r))
             extra.update((r, source_id) for r in others[:SOURCE_EXTRA])
@@ -272,7 +269,7 @@ class Fused:
     def _similar(self, rows: Sequence[tuple[int, str, str]], known: dict[int, float]) -> None:
         """Fill `known` with the similarity of each (rowid, heading path, statement): in
         context when a heading path is given, of the statement alone when it is ""."""
-        keys = [text_key(in_context(h, t) if h else t) for _, h, t in rows]
+        keys = [text_key(in_context(h, t)) for _, h, t in rows]
         found = self._store.read(keys)
         lost = [r for (r, _, _), k in zip(rows, keys, strict=True) if k not in found]
         if lost:

@@ -4,10 +4,10 @@ For the current generation, when the store records it as encoded: every text of 
 (each statement alone and in context, `encoding.in_context`) has a vector of the model's width
 and of unit length; every source's vector is the normalized mean of its claims' in context
 (recomputed from them); and `SAMPLE` texts drawn at random are encoded again and must give
-their stored vectors. A query reads only the vectors it ranks with, and
-can tell a missing or malformed one but not one replaced by another unit vector: this sample
-can, with a chance that grows with the share replaced (drawn afresh each run). A generation the store does not record
-as encoded is reported as a note: its queries encode their first citations instead.
+their stored vectors. A query reads only the vectors it ranks with, and can tell a missing or
+malformed one but not one replaced by another unit vector: this sample can, with a chance
+that grows with the share replaced (drawn afresh each run). A generation the store does not
+record as encoded is reported as a note: its queries encode their first citations instead.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ _SCHEMA: Final = (
 # Ten 1.5 KB vectors fill a 16 KB page; two fill a 4 KB one and leave a quarter of it empty.
 PAGE_SIZE: Final = 16384
 _CHUNK: Final = 500  # keys per SELECT ... IN (...)
-# Where each kind of vector is: a claim's by its statement's hash, a source's by its digest.
+# Where each kind of vector is: a claim text's by its hash, a source's by its digest.
 _TABLES: Final = {False: ("vectors", "text_hash"), True: ("source_vectors", "digest")}
 
 
@@ -60,9 +60,9 @@ def is_unit(squared_length: float) -> bool:
     return math.isfinite(squared_length) and abs(squared_length - 1.0) <= UNIT_TOLERANCE
 
 
-def text_key(statement: str) -> bytes:
-    """The name of a statement's vector: SHA-256 of its UTF-8 bytes."""
-    return hashlib.sha256(statement.encode("utf-8")).digest()
+def text_key(text: str) -> bytes:
+    """The name of a text's vector: SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 class VectorStore:
